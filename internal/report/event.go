@@ -1,0 +1,89 @@
+package report
+
+import "time"
+
+// Mode is how the jail treats an out-of-bounds operation.
+type Mode string
+
+const (
+	// Enforce denies out-of-bounds operations.
+	Enforce Mode = "enforce"
+	// Audit lets them through and reports them.
+	Audit Mode = "audit"
+)
+
+// Verdict is what the kernel did with one out-of-bounds operation.
+type Verdict string
+
+const (
+	// Blocked: the kernel denied the operation (enforce mode).
+	Blocked Verdict = "blocked"
+	// Allowed: audit mode let an out-of-bounds operation through.
+	Allowed Verdict = "allowed"
+)
+
+// Start describes a session; it is the first record of a report.
+type Start struct {
+	Time    time.Time
+	Mode    Mode
+	Dir     string   // the directory the agent is confined to, absolute
+	Agent   []string // the agent's argv
+	PID     int      // the agent's process id
+	User    string
+	UID     int
+	Version string // agent-lock's version
+	Kernel  string // uname release
+	Engine  string // "bpf-lsm"
+	TmpDir  string // the private temporary directory given to the agent, if any
+}
+
+// Event is one out-of-bounds operation as the kernel reported it.
+type Event struct {
+	Time      time.Time
+	PID, TID  uint32
+	Comm      string // the task's comm, at most 15 bytes in the kernel
+	Op        string // read, write, exec, create, unlink, rename, ptrace, signal, connect, ...
+	Path      string // the object operated on; empty for ops without one
+	Path2     string // the other end of a rename or link; optional
+	TargetPID uint32 // the target of ptrace or signal; optional
+	Verdict   Verdict
+	Sensitive bool // Path or Path2 holds keys, credentials or history; see [Sensitive]
+}
+
+// Summary closes a report.
+type Summary struct {
+	Time     time.Time
+	ExitCode int
+	InBounds uint64 // operations inside the jail's bounds
+	System   uint64 // operations on system paths the policy allows
+	Escapes  uint64 // out-of-bounds operations, blocked or (in audit) allowed
+	Lost     uint64 // events the ring buffer dropped; non-zero means the report is incomplete
+	Duration time.Duration
+}
+
+// Writer writes one session's report. Implementations are safe for
+// concurrent use and flush every record, because report files are tailed
+// live.
+type Writer interface {
+	Start(Start) error
+	Escape(Event) error
+	Summary(Summary) error
+}
+
+// RecordType is the "type" of a JSON-lines record.
+type RecordType string
+
+const (
+	TypeStart   RecordType = "start"
+	TypeEscape  RecordType = "escape"
+	TypeSummary RecordType = "summary"
+)
+
+// Record is one parsed JSON-lines record: Type and the one pointer that
+// matches it. Records of a type this version does not know carry only Type.
+type Record struct {
+	Type    RecordType
+	Start   *Start
+	Event   *Event
+	Summary *Summary
+}
