@@ -1,0 +1,1030 @@
+// SPDX-License-Identifier: GPL-2.0
+//go:build ignore
+
+/*
+ * agent-lock's jail: every LSM hook below decides, for a process of the jail,
+ * whether an operation stays inside the cell, and reports what it refused.
+ * The decision is made once, here; the Go side only presents it.
+ *
+ * Membership is the jail's cgroup. The first process is cloned straight into
+ * it (CLONE_INTO_CGROUP), so it is jailed before its first instruction; every
+ * task it creates is born there; and it cannot leave: cgroupfs is read-only
+ * to it and clone3(CLONE_INTO_CGROUP) is refused in task_alloc. Unlike a pid
+ * table this cannot fill up, race with pid reuse, or miss a thread.
+ *
+ * Files are judged by identity, not by name: the target's dentry is walked up
+ * to the root of its superblock and each ancestor's (dev, inode) is looked up
+ * in the rule map. Symlinks, "..", /proc magic links, bind mounts and chroots
+ * change which string names a file, never which dentries lie above it.
+ * A walk that cannot reach its root is denied.
+ */
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "jail.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define EPERM 1
+#define ENOMEM 12
+
+#define FMODE_READ 0x1
+#define FMODE_WRITE 0x2
+#define FMODE_EXEC 0x20
+
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define S_IFDIR 0040000
+#define S_IFCHR 0020000
+#define S_IFBLK 0060000
+#define S_IFIFO 0010000
+#define S_IFSOCK 0140000
+
+#define SB_NOUSER (1UL << 31)
+#define CLONE_INTO_CGROUP 0x200000000ULL
+
+#define TIOCSTI 0x5412
+#define TIOCLINUX 0x541C
+#define TIOCCONS 0x541D
+
+#define ATTR_MODE (1 << 0)
+#define ATTR_UID (1 << 1)
+#define ATTR_GID (1 << 2)
+#define ATTR_SIZE (1 << 3)
+
+#define PROC_SUPER_MAGIC 0x9fa0
+#define SYSFS_MAGIC 0x62656572
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#define SECURITYFS_MAGIC 0x73636673
+#define PIPEFS_MAGIC 0x50495045
+#define SOCKFS_MAGIC 0x534F434B
+#define ANON_INODE_FS_MAGIC 0x09041934
+#define NSFS_MAGIC 0x6e736673
+#define PID_FS_MAGIC 0x50494446
+#define BPF_FS_MAGIC 0xcafe4a11
+#define DEBUGFS_MAGIC 0x64626720
+#define TRACEFS_MAGIC 0x74726163
+
+#define MKDEV(ma, mi) (((ma) << 20) | (mi))
+#define UNIX98_PTY_SLAVE_MAJOR 136
+
+/* Deeper than this and the walk gives up: the path is denied as unresolved. */
+#define MAX_WALK 8192
+#define MAX_PROC_WALK 32
+
+/* What an operation needs from its target. */
+#define P_READ 1
+#define P_WRITE 2
+#define P_CREATE 4
+
+/* Set by agent-lock before load. */
+const volatile __u64 jail_cgroup_id = 0;
+const volatile __u32 audit_mode = 0;
+const volatile __u32 stream_inbounds = 0;
+const volatile __u32 tty_rdev[4] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct rule_key);
+	__type(value, struct rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct registration);
+} reg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct scratch {
+	char buf[2 * PATH_BYTES];
+	struct event ev;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+/* Inodes the jail created itself: only these may be touched in the shared
+ * scratch places (/tmp, /var/tmp, /dev/shm) and only such ptys are its own. */
+struct mark {
+	__u32 created;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_INODE_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mark);
+} marks SEC(".maps");
+
+/* The dentry a jailed thread is creating, between the path_* hook that
+ * allowed it and d_instantiate, which gives us the new inode to mark. */
+struct pending {
+	__u64 dentry;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pending);
+} pendings SEC(".maps");
+
+/* noinline so that enum al_counter reaches BTF and bpf2go's -type. */
+static __noinline void count(enum al_counter slot)
+{
+	__u32 key = slot;
+	__u64 *v = bpf_map_lookup_elem(&counters, &key);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u64 task_cgroup_id(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+/* A process is jailed iff it runs in the jail's cgroup (see top comment). */
+static __always_inline int jailed(void)
+{
+	return jail_cgroup_id != 0 && bpf_get_current_cgroup_id() == jail_cgroup_id;
+}
+
+static __always_inline int task_jailed(struct task_struct *t)
+{
+	return task_cgroup_id(t) == jail_cgroup_id;
+}
+
+/* ---- reporting ---------------------------------------------------------- */
+
+struct namebuild {
+	__u64 dentry;
+	__u32 pos;
+	__u32 trunc;
+};
+
+static long name_step(__u32 i, struct namebuild *nb)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct dentry *d = (void *)nb->dentry;
+	struct dentry *p;
+	const unsigned char *name;
+	__u32 len;
+
+	if (!s || !d)
+		return 1;
+	p = BPF_CORE_READ(d, d_parent);
+	if (!p || p == d)
+		return 1;
+	len = BPF_CORE_READ(d, d_name.len);
+	name = BPF_CORE_READ(d, d_name.name);
+	if (len > 255)
+		len = 255;
+	if (len == 0) {
+		nb->dentry = (__u64)p;
+		return 0;
+	}
+	if (nb->pos < len + 1) {
+		nb->trunc = 1;
+		return 1;
+	}
+	nb->pos -= len;
+	bpf_probe_read_kernel(&s->buf[nb->pos & (PATH_BYTES - 1)], len & 255, name);
+	nb->pos -= 1;
+	s->buf[nb->pos & (PATH_BYTES - 1)] = '/';
+	nb->dentry = (__u64)p;
+	return 0;
+}
+
+/* Writes the path of dentry, relative to the root of its superblock, into
+ * ev->path at offset off; Go prefixes the mount point of ev->dev. */
+static __noinline __u32 put_path(struct scratch *s, __u64 dentry, __u32 off, __u32 *flags)
+{
+	struct namebuild nb = { .dentry = dentry, .pos = PATH_BYTES };
+	__u32 n;
+
+	bpf_loop(PATH_BYTES / 2, name_step, &nb, 0);
+	if (nb.trunc)
+		*flags |= EV_TRUNCATED;
+	if (nb.pos == PATH_BYTES) {
+		nb.pos = PATH_BYTES - 1;
+		s->buf[PATH_BYTES - 1] = '/';
+	}
+	if (nb.pos > PATH_BYTES)
+		return 0;
+	n = PATH_BYTES - nb.pos;
+	if (n > PATH_BYTES || off > PATH_BYTES)
+		return 0;
+	bpf_probe_read_kernel(&s->ev.path[off], n, &s->buf[nb.pos]);
+	return n;
+}
+
+static __always_inline __u32 dentry_dev(__u64 dentry)
+{
+	struct dentry *d = (void *)dentry;
+	return BPF_CORE_READ(d, d_sb, s_dev);
+}
+
+/*
+ * Streams one decision. d1/d2 are dentries (0 for none). Returns the errno
+ * the hook must return: -EPERM when denied, 0 in audit mode.
+ */
+struct rep {
+	__u32 op;
+	__u32 class;
+	__u32 flags;
+	__u32 target_pid;
+	__u32 detail;
+	__u32 pad;
+	__u64 d1;
+	__u64 d2;
+};
+
+static __noinline int report_rep(struct rep *r)
+{
+	__u32 zero = 0, n1 = 0, n2 = 0, flags = r->flags;
+	__u64 d1 = r->d1, d2 = r->d2;
+	struct scratch *s;
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!(flags & EV_INBOUNDS)) {
+		count(CNT_ESCAPES);
+		if (audit_mode)
+			flags |= EV_AUDIT;
+		else
+			flags |= EV_DENIED;
+	}
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		goto lost;
+	s->ev.ts_ns = bpf_ktime_get_ns();
+	s->ev.pid = id >> 32;
+	s->ev.tid = (__u32)id;
+	s->ev.uid = (__u32)bpf_get_current_uid_gid();
+	s->ev.op = r->op;
+	s->ev.class = r->class;
+	s->ev.target_pid = r->target_pid;
+	s->ev.detail = r->detail;
+	s->ev.dev = 0;
+	s->ev.dev2 = 0;
+	bpf_get_current_comm(s->ev.comm, sizeof(s->ev.comm));
+	if (d1) {
+		s->ev.dev = dentry_dev(d1);
+		n1 = put_path(s, d1, 0, &flags);
+	}
+	if (d2 && n1 <= PATH_BYTES) {
+		s->ev.dev2 = dentry_dev(d2);
+		flags |= EV_PATH2;
+		n2 = put_path(s, d2, n1, &flags);
+	}
+	if (n1 > PATH_BYTES)
+		n1 = PATH_BYTES;
+	if (n2 > PATH_BYTES)
+		n2 = PATH_BYTES;
+	s->ev.path_len = n1;
+	s->ev.path2_len = n2;
+	s->ev.flags = flags;
+	if (bpf_ringbuf_output(&events, &s->ev, offsetof(struct event, path) + n1 + n2, 0))
+		goto lost;
+	goto out;
+lost:
+	if (!(flags & EV_INBOUNDS))
+		count(CNT_LOST);
+out:
+	if (flags & EV_DENIED)
+		return -EPERM;
+	return 0;
+}
+
+static __always_inline int report(__u32 op, __u32 class, __u32 flags, __u64 d1, __u64 d2,
+				  __u32 target_pid, __u32 detail)
+{
+	struct rep r = { .op = op, .class = class, .flags = flags, .target_pid = target_pid,
+			 .detail = detail, .d1 = d1, .d2 = d2 };
+
+	return report_rep(&r);
+}
+
+/* ---- classification ----------------------------------------------------- */
+
+struct verdict {
+	__u32 class;
+	__u32 perm;     /* P_* allowed on this target */
+	__u32 is_root;  /* the target is itself a rule root (DIR, TMPDIR, ...) */
+	__u32 flags;    /* EV_UNRESOLVED */
+};
+
+struct walk {
+	__u64 dentry;
+	__u32 dev;
+	__u32 nearest;    /* flags of the nearest read/write/scratch rule */
+	__u32 nearest_at; /* its depth: 0 is the target itself */
+	__u32 deny;
+	__u32 done;
+	__u32 at_root;
+	__u64 sb_root;
+};
+
+static long walk_step(__u32 i, struct walk *w)
+{
+	struct dentry *d = (void *)w->dentry;
+	struct dentry *p;
+	struct inode *inode;
+
+	if (!d)
+		return 1;
+	inode = BPF_CORE_READ(d, d_inode);
+	if (inode) {
+		struct rule_key k = { .dev = w->dev, .ino = BPF_CORE_READ(inode, i_ino) };
+		struct rule *r = bpf_map_lookup_elem(&rules, &k);
+
+		if (r) {
+			if (r->flags & RULE_DENY)
+				w->deny = 1;
+			if (!w->nearest && (r->flags & (RULE_READ | RULE_WRITE | RULE_SCRATCH))) {
+				w->nearest = r->flags;
+				w->nearest_at = i;
+			}
+		}
+	}
+	p = BPF_CORE_READ(d, d_parent);
+	if (!p || p == d) {
+		w->done = 1;
+		w->at_root = (__u64)d == w->sb_root;
+		return 1;
+	}
+	w->dentry = (__u64)p;
+	return 0;
+}
+
+/* The pid a /proc entry belongs to, or 0 for system-wide entries. A negative
+ * value means the entry could not be resolved. */
+static __always_inline long proc_owner_jailed(struct dentry *d)
+{
+	struct dentry *top = d, *p;
+	struct super_block *sb = BPF_CORE_READ(d, d_sb);
+	struct dentry *root = BPF_CORE_READ(sb, s_root);
+	struct inode *inode;
+	struct proc_inode *pi;
+	struct pid *pid;
+	struct hlist_node *first;
+	struct task_struct *task;
+	int i;
+
+	if (d == root)
+		return 0;
+	for (i = 0; i < MAX_PROC_WALK; i++) {
+		p = BPF_CORE_READ(top, d_parent);
+		if (p == root)
+			break;
+		if (!p || p == top)
+			return -1;
+		top = p;
+	}
+	if (i == MAX_PROC_WALK)
+		return -1;
+	inode = BPF_CORE_READ(top, d_inode);
+	if (!inode)
+		return 0;
+	pi = (void *)((char *)inode - bpf_core_field_offset(struct proc_inode, vfs_inode));
+	pid = BPF_CORE_READ(pi, pid);
+	if (!pid)
+		return 0; /* /proc/meminfo, /proc/sys/..., /proc/self (the link) */
+	first = BPF_CORE_READ(pid, tasks[0].first);
+	if (!first)
+		return -1; /* the process is gone */
+	task = (void *)((char *)first - bpf_core_field_offset(struct task_struct, pid_links));
+	return task_jailed(task) ? 1 : 2;
+}
+
+static __always_inline int dev_allowed(struct inode *inode, __u32 rdev)
+{
+	int i;
+
+	switch (rdev) {
+	case MKDEV(1, 3): /* null */
+	case MKDEV(1, 5): /* zero */
+	case MKDEV(1, 7): /* full */
+	case MKDEV(1, 8): /* random */
+	case MKDEV(1, 9): /* urandom */
+	case MKDEV(5, 0): /* tty: the caller's own controlling terminal */
+	case MKDEV(5, 2): /* ptmx: new ptys are the jail's own */
+		return 1;
+	}
+	for (i = 0; i < 4; i++)
+		if (tty_rdev[i] && rdev == tty_rdev[i])
+			return 1;
+	/* Another pty of the user's (a terminal tab, tmux, an ssh session) is a
+	 * way to type into a shell outside: only ptys the jail opened itself. */
+	if ((rdev >> 20) >= UNIX98_PTY_SLAVE_MAJOR && (rdev >> 20) < UNIX98_PTY_SLAVE_MAJOR + 8) {
+		struct mark *m = bpf_inode_storage_get(&marks, inode, 0, 0);
+		return m && m->created;
+	}
+	return 0;
+}
+
+/*
+ * classify decides where dentry d lies and what may be done to it.
+ * d and inode are BTF pointers (inode may be NULL for a negative dentry).
+ */
+static __noinline void classify(struct dentry *d, struct inode *inode, struct verdict *v)
+{
+	struct super_block *sb = BPF_CORE_READ(d, d_sb);
+	__u64 magic = BPF_CORE_READ(sb, s_magic);
+	struct walk w = {};
+	__u16 mode = 0;
+
+	v->class = AL_CLASS_OUTSIDE;
+	v->perm = 0;
+	v->is_root = 0;
+	v->flags = 0;
+	if (inode)
+		mode = BPF_CORE_READ(inode, i_mode);
+
+	if ((mode & S_IFMT) == S_IFCHR || (mode & S_IFMT) == S_IFBLK) {
+		if (dev_allowed(inode, BPF_CORE_READ(inode, i_rdev))) {
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ | P_WRITE;
+		}
+		return;
+	}
+
+	switch (magic) {
+	case PROC_SUPER_MAGIC: {
+		long o = proc_owner_jailed(d);
+
+		if (o == 0) {
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ;
+		} else if (o == 1) {
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ | P_WRITE;
+		} else if (o < 0) {
+			v->class = AL_CLASS_UNRESOLVED;
+			v->flags = EV_UNRESOLVED;
+		}
+		return;
+	}
+	case SYSFS_MAGIC:
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC: /* read-only: writing cgroup.procs would leave the jail */
+	case SECURITYFS_MAGIC:
+		v->class = AL_CLASS_SYSTEM;
+		v->perm = P_READ;
+		return;
+	case PIPEFS_MAGIC:
+	case SOCKFS_MAGIC:
+	case ANON_INODE_FS_MAGIC:
+	case NSFS_MAGIC:
+	case PID_FS_MAGIC:
+		/* Reachable only through a descriptor the jail already holds. */
+		v->class = AL_CLASS_SYSTEM;
+		v->perm = P_READ | P_WRITE;
+		return;
+	case BPF_FS_MAGIC:
+	case DEBUGFS_MAGIC:
+	case TRACEFS_MAGIC:
+		return;
+	}
+
+	w.dentry = (__u64)d;
+	w.dev = BPF_CORE_READ(sb, s_dev);
+	w.sb_root = (__u64)BPF_CORE_READ(sb, s_root);
+	bpf_loop(MAX_WALK, walk_step, &w, 0);
+	if (!w.done) {
+		v->class = AL_CLASS_UNRESOLVED;
+		v->flags = EV_UNRESOLVED;
+		return;
+	}
+	if (!w.at_root) {
+		/* A disconnected dentry. Kernel-internal mounts (memfd, shm) are
+		 * only reachable through a descriptor; anything else (a handle
+		 * opened by open_by_handle_at) cannot be placed: deny. */
+		if (BPF_CORE_READ(sb, s_flags) & SB_NOUSER) {
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ | P_WRITE;
+			return;
+		}
+		v->class = AL_CLASS_UNRESOLVED;
+		v->flags = EV_UNRESOLVED;
+		return;
+	}
+	if (w.deny || !w.nearest)
+		return;
+	v->is_root = w.nearest_at == 0;
+	if (w.nearest & RULE_SCRATCH) {
+		struct mark *m = 0;
+
+		if (w.nearest_at == 0) {
+			/* The scratch directory itself: list it, create in it. */
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ | P_CREATE;
+			return;
+		}
+		if (inode)
+			m = bpf_inode_storage_get(&marks, inode, 0, 0);
+		if (m && m->created) {
+			v->class = AL_CLASS_INSIDE;
+			v->perm = P_READ | P_WRITE | P_CREATE;
+			v->is_root = 0;
+		}
+		return;
+	}
+	if (w.nearest & RULE_WRITE) {
+		v->class = AL_CLASS_INSIDE;
+		v->perm = P_READ | P_WRITE | P_CREATE;
+		/* A second name of an outside file: writing it writes there. */
+		if (inode && (mode & S_IFMT) == S_IFREG && BPF_CORE_READ(inode, i_nlink) > 1) {
+			struct mark *m = bpf_inode_storage_get(&marks, inode, 0, 0);
+
+			if (!m || !m->created)
+				v->perm = P_READ;
+		}
+		return;
+	}
+	if (w.nearest & RULE_READ) {
+		v->class = AL_CLASS_SYSTEM;
+		v->perm = P_READ;
+	}
+}
+
+/* check decides one operation on one dentry. Returns 0 or -EPERM. */
+static __always_inline int check(__u32 op, struct dentry *d, __u32 need, int protect_root)
+{
+	struct verdict v;
+
+	classify(d, d->d_inode, &v);
+	if ((v.perm & need) == need && !(protect_root && v.is_root))
+		return 0;
+	return report(op, v.class, v.flags, (__u64)d, 0, 0, 0);
+}
+
+/* Creating a name in directory dir: remember the dentry so d_instantiate can
+ * mark the new inode as the jail's own. */
+static __always_inline int check_create(__u32 op, const struct path *dir, struct dentry *dentry)
+{
+	struct dentry *parent = dir->dentry;
+	struct verdict v;
+	struct pending *pd;
+
+	classify(parent, parent->d_inode, &v);
+	if (!(v.perm & P_CREATE))
+		return report(op, v.class, v.flags, (__u64)dentry, 0, 0, 0);
+	pd = bpf_task_storage_get(&pendings, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (pd)
+		pd->dentry = (__u64)dentry;
+	return 0;
+}
+
+/* ---- membership --------------------------------------------------------- */
+
+SEC("lsm/task_alloc")
+int BPF_PROG(task_alloc, struct task_struct *task, unsigned long clone_flags)
+{
+	if (!jailed())
+		return 0;
+	/* clone3(CLONE_INTO_CGROUP) is the one way to be born outside the
+	 * parent's cgroup: a child placed elsewhere would not be jailed. */
+	if ((__u64)clone_flags & CLONE_INTO_CGROUP) {
+		count(CNT_FORK_DENIED);
+		return report(AL_OP_FORK, AL_CLASS_OUTSIDE, 0, 0, 0, 0, 0);
+	}
+	return 0;
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+SEC("lsm/file_open")
+int BPF_PROG(file_open, struct file *file)
+{
+	struct dentry *d = file->f_path.dentry;
+	struct inode *inode = file->f_inode;
+	__u32 fmode = file->f_mode, need, op;
+	struct verdict v;
+
+	if (!jailed()) {
+		__u32 zero = 0;
+		struct registration *r = bpf_map_lookup_elem(&reg, &zero);
+
+		/* agent-lock registering a rule root: record its identity as
+		 * this kernel sees it. */
+		if (r && r->tgid && r->tgid == (bpf_get_current_pid_tgid() >> 32) && r->flags && inode) {
+			struct rule_key k = { .dev = d->d_sb->s_dev, .ino = inode->i_ino };
+			struct rule nr = { .flags = r->flags };
+			struct rule *old = bpf_map_lookup_elem(&rules, &k);
+
+			if (old)
+				nr.flags |= old->flags;
+			if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
+				r->dev = k.dev;
+				r->ino = k.ino;
+				r->flags = 0;
+				r->seq++;
+			}
+		}
+		return 0;
+	}
+
+	if (fmode & FMODE_EXEC) {
+		op = AL_OP_EXEC;
+		need = P_READ;
+	} else if (fmode & FMODE_WRITE) {
+		op = AL_OP_WRITE;
+		need = P_WRITE | ((fmode & FMODE_READ) ? P_READ : 0);
+	} else {
+		op = AL_OP_READ;
+		need = P_READ;
+	}
+	classify(d, inode, &v);
+	if ((v.perm & need) == need) {
+		if (v.class == AL_CLASS_INSIDE) {
+			count(CNT_INBOUNDS);
+			if (stream_inbounds)
+				report(op, v.class, EV_INBOUNDS, (__u64)d, 0, 0, 0);
+		} else {
+			count(CNT_SYSTEM);
+		}
+		return 0;
+	}
+	return report(op, v.class, v.flags, (__u64)d, 0, 0, 0);
+}
+
+SEC("lsm/path_unlink")
+int BPF_PROG(path_unlink, const struct path *dir, struct dentry *dentry)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_UNLINK, dentry, P_WRITE, 1);
+}
+
+SEC("lsm/path_rmdir")
+int BPF_PROG(path_rmdir, const struct path *dir, struct dentry *dentry)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_RMDIR, dentry, P_WRITE, 1);
+}
+
+SEC("lsm/path_mkdir")
+int BPF_PROG(path_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode)
+{
+	if (!jailed())
+		return 0;
+	return check_create(AL_OP_MKDIR, dir, dentry);
+}
+
+SEC("lsm/path_mknod")
+int BPF_PROG(path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode,
+	     unsigned int dev)
+{
+	__u32 op = AL_OP_MKNOD;
+
+	if (!jailed())
+		return 0;
+	/* open(O_CREAT) comes here too, with a regular mode. */
+	if ((mode & S_IFMT) == S_IFREG || (mode & S_IFMT) == 0)
+		op = AL_OP_CREATE;
+	return check_create(op, dir, dentry);
+}
+
+SEC("lsm/path_symlink")
+int BPF_PROG(path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name)
+{
+	if (!jailed())
+		return 0;
+	return check_create(AL_OP_SYMLINK, dir, dentry);
+}
+
+SEC("lsm/path_link")
+int BPF_PROG(path_link, struct dentry *old_dentry, const struct path *new_dir,
+	     struct dentry *new_dentry)
+{
+	struct verdict v;
+
+	if (!jailed())
+		return 0;
+	/* A new name for an outside file would make it look inside. */
+	classify(old_dentry, old_dentry->d_inode, &v);
+	if (!(v.perm & P_WRITE) || v.class != AL_CLASS_INSIDE)
+		return report(AL_OP_LINK, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
+	classify(new_dir->dentry, new_dir->dentry->d_inode, &v);
+	if (!(v.perm & P_CREATE))
+		return report(AL_OP_LINK, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
+	return 0;
+}
+
+SEC("lsm/path_rename")
+int BPF_PROG(path_rename, const struct path *old_dir, struct dentry *old_dentry,
+	     const struct path *new_dir, struct dentry *new_dentry)
+{
+	struct verdict v;
+
+	if (!jailed())
+		return 0;
+	/* Either end outside is an escape: in, it brings an outside file into
+	 * view; out, it takes one of ours (or DIR itself) away. */
+	classify(old_dentry, old_dentry->d_inode, &v);
+	if (!(v.perm & P_WRITE) || v.is_root)
+		return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
+	classify(new_dir->dentry, new_dir->dentry->d_inode, &v);
+	if (!(v.perm & P_CREATE))
+		return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
+	if (new_dentry->d_inode) {
+		/* Replacing (or, with RENAME_EXCHANGE, swapping) an existing name. */
+		classify(new_dentry, new_dentry->d_inode, &v);
+		if (!(v.perm & P_WRITE) || v.is_root)
+			return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry,
+				      (__u64)new_dentry, 0, 0);
+	}
+	return 0;
+}
+
+SEC("lsm/path_truncate")
+int BPF_PROG(path_truncate, const struct path *path)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_TRUNCATE, path->dentry, P_WRITE, 0);
+}
+
+SEC("lsm/path_chmod")
+int BPF_PROG(path_chmod, const struct path *path, umode_t mode)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_CHMOD, path->dentry, P_WRITE, 0);
+}
+
+SEC("lsm/path_chown")
+int BPF_PROG(path_chown, const struct path *path)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_CHOWN, path->dentry, P_WRITE, 0);
+}
+
+/* utimes has no path hook; inode_setattr carries it. Its arguments gained an
+ * idmap in front after 6.1, so there are two programs and the loader keeps
+ * the one that matches the running kernel's BTF. */
+static __always_inline int setattr(struct dentry *dentry, struct iattr *attr)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_SETATTR, dentry, P_WRITE, 0);
+}
+
+SEC("lsm/inode_setattr")
+int BPF_PROG(inode_setattr, struct mnt_idmap *idmap, struct dentry *dentry, struct iattr *attr)
+{
+	return setattr(dentry, attr);
+}
+
+SEC("lsm/inode_setattr")
+int BPF_PROG(inode_setattr_noidmap, struct dentry *dentry, struct iattr *attr)
+{
+	return setattr(dentry, attr);
+}
+
+/* The first argument is a user_namespace on 6.1 and an idmap later; the
+ * dentry is second on both. */
+SEC("lsm/inode_setxattr")
+int BPF_PROG(inode_setxattr, void *idmap, struct dentry *dentry)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_SETXATTR, dentry, P_WRITE, 0);
+}
+
+SEC("lsm/inode_removexattr")
+int BPF_PROG(inode_removexattr, void *idmap, struct dentry *dentry)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_REMOVEXATTR, dentry, P_WRITE, 0);
+}
+
+SEC("lsm/d_instantiate")
+void BPF_PROG(d_instantiate, struct dentry *dentry, struct inode *inode)
+{
+	struct pending *pd;
+	struct mark *m;
+	__u64 magic;
+
+	if (!inode || !jailed())
+		return;
+	magic = dentry->d_sb->s_magic;
+	if (magic != 0x1cd1 /* devpts: a pty this jail opened */) {
+		pd = bpf_task_storage_get(&pendings, bpf_get_current_task_btf(), 0, 0);
+		if (!pd || pd->dentry != (__u64)dentry)
+			return;
+		pd->dentry = 0;
+	}
+	/* If the mark cannot be stored the file stays foreign to the jail:
+	 * it is denied later, which is the safe side. */
+	m = bpf_inode_storage_get(&marks, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (m)
+		m->created = 1;
+}
+
+/* ---- mounts and roots --------------------------------------------------- */
+
+SEC("lsm/sb_mount")
+int BPF_PROG(sb_mount, const char *dev_name, const struct path *path)
+{
+	if (!jailed())
+		return 0;
+	return report(AL_OP_MOUNT, AL_CLASS_OUTSIDE, 0, (__u64)path->dentry, 0, 0, 0);
+}
+
+SEC("lsm/sb_umount")
+int BPF_PROG(sb_umount, struct vfsmount *mnt, int flags)
+{
+	if (!jailed())
+		return 0;
+	return report(AL_OP_UMOUNT, AL_CLASS_OUTSIDE, 0, (__u64)mnt->mnt_root, 0, 0, 0);
+}
+
+SEC("lsm/move_mount")
+int BPF_PROG(move_mount, const struct path *from_path, const struct path *to_path)
+{
+	if (!jailed())
+		return 0;
+	return report(AL_OP_MOUNT, AL_CLASS_OUTSIDE, 0, (__u64)from_path->dentry,
+		      (__u64)to_path->dentry, 0, 0);
+}
+
+SEC("lsm/sb_pivotroot")
+int BPF_PROG(sb_pivotroot, const struct path *old_path, const struct path *new_path)
+{
+	if (!jailed())
+		return 0;
+	return report(AL_OP_PIVOT_ROOT, AL_CLASS_OUTSIDE, 0, (__u64)new_path->dentry, 0, 0, 0);
+}
+
+SEC("lsm/path_chroot")
+int BPF_PROG(path_chroot, const struct path *path)
+{
+	if (!jailed())
+		return 0;
+	return report(AL_OP_CHROOT, AL_CLASS_OUTSIDE, 0, (__u64)path->dentry, 0, 0, 0);
+}
+
+/* ---- other processes ---------------------------------------------------- */
+
+/* ptrace attach, /proc/PID/{mem,environ,maps,...}, process_vm_readv/writev,
+ * pidfd_getfd and kcmp all ask ptrace_may_access, which asks this hook. */
+SEC("lsm/ptrace_access_check")
+int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode)
+{
+	if (!jailed() || task_jailed(child))
+		return 0;
+	return report(AL_OP_PTRACE, AL_CLASS_OUTSIDE, 0, 0, 0, child->tgid, mode);
+}
+
+SEC("lsm/ptrace_traceme")
+int BPF_PROG(ptrace_traceme, struct task_struct *parent)
+{
+	if (!jailed() || task_jailed(parent))
+		return 0;
+	return report(AL_OP_PTRACE, AL_CLASS_OUTSIDE, 0, 0, 0, parent->tgid, 0);
+}
+
+SEC("lsm/task_kill")
+int BPF_PROG(task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig)
+{
+	if (!jailed() || task_jailed(p))
+		return 0;
+	return report(AL_OP_SIGNAL, AL_CLASS_OUTSIDE, 0, 0, 0, p->tgid, sig);
+}
+
+/* F_SETOWN aims SIGIO/SIGURG at a process: at another process of the user
+ * it is a kill(2) that task_kill never sees. Only the caller itself may be
+ * named; the indirect forms (F_SETOWN_EX, a negative process group) are
+ * refused rather than resolved. */
+#define F_SETOWN 8
+#define F_SETOWN_EX 15
+
+SEC("lsm/file_fcntl")
+int BPF_PROG(file_fcntl, struct file *file, unsigned int cmd, unsigned long arg)
+{
+	__u32 tgid;
+
+	if (!jailed())
+		return 0;
+	if (cmd != F_SETOWN && cmd != F_SETOWN_EX)
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (cmd == F_SETOWN && (arg == 0 || arg == tgid))
+		return 0;
+	return report(AL_OP_SIGNAL, AL_CLASS_OUTSIDE, 0, 0, 0, (__u32)arg, cmd);
+}
+
+/* ---- IPC ---------------------------------------------------------------- */
+
+static __always_inline int peer_allowed(struct sock *other)
+{
+	struct unix_sock *u = (void *)other;
+	struct dentry *d;
+	struct inode *inode;
+
+	/* A socket created in the jail is the jail's own. */
+	if (BPF_CORE_READ(other, sk_cgrp_data.cgroup, kn, id) == jail_cgroup_id)
+		return 1;
+	/* Or one the user allowed by path (--allow-unix). */
+	d = BPF_CORE_READ(u, path.dentry);
+	if (!d)
+		return 0;
+	inode = BPF_CORE_READ(d, d_inode);
+	if (!inode)
+		return 0;
+	struct rule_key k = { .dev = BPF_CORE_READ(d, d_sb, s_dev), .ino = BPF_CORE_READ(inode, i_ino) };
+	struct rule *r = bpf_map_lookup_elem(&rules, &k);
+	return r && (r->flags & RULE_SOCKET);
+}
+
+static __always_inline int unix_report(__u32 op, struct sock *other)
+{
+	struct unix_sock *u = (void *)other;
+	struct dentry *d = BPF_CORE_READ(u, path.dentry);
+
+	return report(op, AL_CLASS_OUTSIDE, 0, (__u64)d, 0, 0, 0);
+}
+
+SEC("lsm/unix_stream_connect")
+int BPF_PROG(unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk)
+{
+	if (!jailed() || peer_allowed(other))
+		return 0;
+	return unix_report(AL_OP_CONNECT, other);
+}
+
+SEC("lsm/unix_may_send")
+int BPF_PROG(unix_may_send, struct socket *sock, struct socket *other)
+{
+	struct sock *sk = other->sk;
+
+	if (!jailed() || !sk || peer_allowed(sk))
+		return 0;
+	return unix_report(AL_OP_SEND, sk);
+}
+
+/* ---- the jail's own machinery ------------------------------------------ */
+
+SEC("lsm/bpf")
+int BPF_PROG(bpf, int cmd)
+{
+	if (!jailed())
+		return 0;
+	return report(AL_OP_BPF, AL_CLASS_OUTSIDE, 0, 0, 0, 0, cmd);
+}
+
+#define FIOSETOWN 0x8901
+#define SIOCSPGRP 0x8902
+
+static __always_inline int check_ioctl(unsigned int cmd)
+{
+	if (!jailed())
+		return 0;
+	/* Typing into the terminal's input queue runs commands in the user's
+	 * shell after the agent exits. Setting a file's signal owner is F_SETOWN
+	 * by another name (see file_fcntl). */
+	if (cmd == TIOCSTI || cmd == TIOCLINUX || cmd == TIOCCONS || cmd == FIOSETOWN ||
+	    cmd == SIOCSPGRP)
+		return report(AL_OP_IOCTL, AL_CLASS_OUTSIDE, 0, 0, 0, 0, cmd);
+	return 0;
+}
+
+SEC("lsm/file_ioctl")
+int BPF_PROG(file_ioctl, struct file *file, unsigned int cmd)
+{
+	return check_ioctl(cmd);
+}
+
+/* 32-bit callers take this path on kernels that have it (6.8+). */
+SEC("lsm/file_ioctl_compat")
+int BPF_PROG(file_ioctl_compat, struct file *file, unsigned int cmd)
+{
+	return check_ioctl(cmd);
+}

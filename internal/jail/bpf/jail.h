@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Types shared by the BPF programs and, through bpf2go -type, the Go loader.
+ * The Go mirror is generated from the BTF of these definitions, so the two
+ * sides cannot drift: change a field here and `make generate` changes Go.
+ */
+#ifndef AGENT_LOCK_JAIL_H
+#define AGENT_LOCK_JAIL_H
+
+/* One path component is at most NAME_MAX (255) bytes; a reported path at most
+ * PATH_BYTES-1. Longer paths are still decided (the decision walk has no
+ * string), only their report is truncated and flagged. */
+#define PATH_BYTES 4096
+
+/* What the jailed process tried to do. Names for Go live in ops.go. */
+enum al_op {
+	AL_OP_READ = 1,
+	AL_OP_WRITE,
+	AL_OP_EXEC,
+	AL_OP_CREATE,
+	AL_OP_UNLINK,
+	AL_OP_RMDIR,
+	AL_OP_MKDIR,
+	AL_OP_MKNOD,
+	AL_OP_RENAME,
+	AL_OP_LINK,
+	AL_OP_SYMLINK,
+	AL_OP_TRUNCATE,
+	AL_OP_CHMOD,
+	AL_OP_CHOWN,
+	AL_OP_SETATTR,
+	AL_OP_SETXATTR,
+	AL_OP_REMOVEXATTR,
+	AL_OP_MOUNT,
+	AL_OP_UMOUNT,
+	AL_OP_PIVOT_ROOT,
+	AL_OP_CHROOT,
+	AL_OP_PTRACE,
+	AL_OP_SIGNAL,
+	AL_OP_CONNECT,
+	AL_OP_SEND,
+	AL_OP_BPF,
+	AL_OP_IOCTL,
+	AL_OP_FORK,
+	AL_OP_SELFTEST,
+};
+
+/* Where a target lies, as the kernel classified it. */
+enum al_class {
+	AL_CLASS_INSIDE = 1,  /* DIR, the private TMPDIR, files the jail created in scratch */
+	AL_CLASS_SYSTEM,      /* read-only system set, pseudo files, allowed devices */
+	AL_CLASS_OUTSIDE,     /* everything else */
+	AL_CLASS_UNRESOLVED,  /* the walk could not reach a root: denied */
+};
+
+/* event.flags */
+#define EV_DENIED     (1 << 0) /* the kernel refused the operation */
+#define EV_AUDIT      (1 << 1) /* would have been refused; audit mode let it through */
+#define EV_TRUNCATED  (1 << 2) /* path longer than PATH_BYTES-1: its head was cut */
+#define EV_UNRESOLVED (1 << 3) /* the path could not be resolved to a root */
+#define EV_PATH2      (1 << 4) /* path2 (rename/link destination) follows path */
+#define EV_INBOUNDS   (1 << 5) /* an allowed in-bounds access (live stream) */
+
+/* One decision, as the hook that made it reports it. Variable length on the
+ * ring buffer: only path_len + path2_len bytes of path[] are sent. */
+struct event {
+	__u64 ts_ns;       /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u32 pid;         /* tgid, global namespace */
+	__u32 tid;
+	__u32 uid;
+	enum al_op op;
+	enum al_class class;
+	__u32 flags;       /* EV_* */
+	__u32 dev;         /* kernel dev_t of the target's superblock */
+	__u32 dev2;        /* same for path2 */
+	__u32 target_pid;  /* ptrace/signal target, global tgid */
+	__u32 detail;      /* signal number, ioctl cmd, ... */
+	__u16 path_len;
+	__u16 path2_len;
+	char comm[16];
+	char path[2 * PATH_BYTES];
+};
+
+/* counters map slots (per CPU) */
+enum al_counter {
+	CNT_INBOUNDS = 0,
+	CNT_SYSTEM,
+	CNT_ESCAPES,
+	CNT_LOST,        /* escape reports dropped because the ring buffer was full */
+	CNT_FORK_DENIED, /* forks refused because membership could not be recorded */
+	CNT_PID_UNTRACKED,
+	CNT_MAX,
+};
+
+/* A rule root, keyed by the identity the kernel sees: superblock dev_t and
+ * inode number. Keys are written only by the kernel, from opens made by the
+ * registering agent-lock process (see file_open), so Go never has to guess
+ * how a filesystem reports st_dev. */
+struct rule_key {
+	__u32 dev;
+	__u32 pad;
+	__u64 ino;
+};
+
+#define RULE_READ    (1 << 0) /* read and exec */
+#define RULE_WRITE   (1 << 1) /* every modifying operation */
+#define RULE_SCRATCH (1 << 2) /* shared scratch root: only jail-created files */
+#define RULE_DENY    (1 << 3) /* denied even inside a grant */
+#define RULE_SOCKET  (1 << 4) /* a unix socket the user allowed by path */
+
+struct rule {
+	__u32 flags;
+};
+
+/* The registration handshake between agent-lock and file_open. */
+struct registration {
+	__u32 tgid;    /* the registering process; 0 when closed */
+	__u32 flags;   /* RULE_* for the next open */
+	__u32 seq;     /* bumped by the kernel when it recorded a rule */
+	__u32 dev;     /* identity it recorded, for agent-lock's log */
+	__u64 ino;
+};
+
+#endif

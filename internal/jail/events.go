@@ -1,0 +1,261 @@
+package jail
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// Event is one decision as the kernel reported it.
+type Event struct {
+	Time       time.Time
+	PID, TID   uint32
+	UID        uint32
+	Op         string
+	Class      string
+	Denied     bool // the kernel refused it
+	Audit      bool // it would have been refused; audit mode let it through
+	InBounds   bool // an allowed in-bounds access (live stream only)
+	Truncated  bool // the path's head was cut (longer than the report buffer)
+	Unresolved bool
+	Path       string // as seen from agent-lock's mount namespace
+	Path2      string // the other end of a rename or link
+	TargetPID  uint32
+	Detail     uint32 // signal number, ioctl request, ptrace mode
+	Comm       string
+}
+
+var opNames = map[jailAlOp]string{
+	jailAlOpAL_OP_READ:        "read",
+	jailAlOpAL_OP_WRITE:       "write",
+	jailAlOpAL_OP_EXEC:        "exec",
+	jailAlOpAL_OP_CREATE:      "create",
+	jailAlOpAL_OP_UNLINK:      "unlink",
+	jailAlOpAL_OP_RMDIR:       "rmdir",
+	jailAlOpAL_OP_MKDIR:       "mkdir",
+	jailAlOpAL_OP_MKNOD:       "mknod",
+	jailAlOpAL_OP_RENAME:      "rename",
+	jailAlOpAL_OP_LINK:        "link",
+	jailAlOpAL_OP_SYMLINK:     "symlink",
+	jailAlOpAL_OP_TRUNCATE:    "truncate",
+	jailAlOpAL_OP_CHMOD:       "chmod",
+	jailAlOpAL_OP_CHOWN:       "chown",
+	jailAlOpAL_OP_SETATTR:     "utimes",
+	jailAlOpAL_OP_SETXATTR:    "setxattr",
+	jailAlOpAL_OP_REMOVEXATTR: "removexattr",
+	jailAlOpAL_OP_MOUNT:       "mount",
+	jailAlOpAL_OP_UMOUNT:      "umount",
+	jailAlOpAL_OP_PIVOT_ROOT:  "pivot_root",
+	jailAlOpAL_OP_CHROOT:      "chroot",
+	jailAlOpAL_OP_PTRACE:      "ptrace",
+	jailAlOpAL_OP_SIGNAL:      "signal",
+	jailAlOpAL_OP_CONNECT:     "connect",
+	jailAlOpAL_OP_SEND:        "send",
+	jailAlOpAL_OP_BPF:         "bpf",
+	jailAlOpAL_OP_IOCTL:       "ioctl",
+	jailAlOpAL_OP_FORK:        "fork",
+}
+
+var classNames = map[jailAlClass]string{
+	jailAlClassAL_CLASS_INSIDE:     "inside",
+	jailAlClassAL_CLASS_SYSTEM:     "system",
+	jailAlClassAL_CLASS_OUTSIDE:    "outside",
+	jailAlClassAL_CLASS_UNRESOLVED: "unresolved",
+}
+
+// ErrClosed is returned by Read after Close.
+var ErrClosed = errors.New("jail closed")
+
+// Read blocks for the next event. It is not safe for concurrent use.
+func (j *Jail) Read() (Event, error) {
+	rec, err := j.reader.Read()
+	if err != nil {
+		if errors.Is(err, os.ErrClosed) || errors.Is(err, ringbuf.ErrClosed) {
+			return Event{}, ErrClosed
+		}
+		return Event{}, fmt.Errorf("read event: %w", err)
+	}
+	return j.decode(rec.RawSample)
+}
+
+// decode turns a variable-length sample into an Event. The kernel sends only
+// the used part of path[]; the rest of the generated struct stays zero.
+func (j *Jail) decode(raw []byte) (Event, error) {
+	size := int(unsafe.Sizeof(jailEvent{}))
+	if j.buf == nil {
+		j.buf = make([]byte, size)
+	}
+	pathOff := int(unsafe.Offsetof(jailEvent{}.Path))
+	if len(raw) < pathOff || len(raw) > size {
+		return Event{}, fmt.Errorf("read event: sample of %d bytes", len(raw))
+	}
+	copy(j.buf, raw)
+	clear(j.buf[len(raw):max(j.lastLen, len(raw))])
+	j.lastLen = len(raw)
+	e := (*jailEvent)(unsafe.Pointer(&j.buf[0]))
+	n1, n2 := int(e.PathLen), int(e.Path2Len)
+	if pathOff+n1+n2 > len(raw) {
+		return Event{}, fmt.Errorf("read event: paths of %d+%d bytes in a %d-byte sample", n1, n2, len(raw))
+	}
+	ev := Event{
+		Time:       monoToWall(e.TsNs),
+		PID:        e.Pid,
+		TID:        e.Tid,
+		UID:        e.Uid,
+		Op:         opNames[e.Op],
+		Class:      classNames[e.Class],
+		Denied:     e.Flags&evDenied != 0,
+		Audit:      e.Flags&evAudit != 0,
+		InBounds:   e.Flags&evInBounds != 0,
+		Truncated:  e.Flags&evTruncated != 0,
+		Unresolved: e.Flags&evUnresolved != 0,
+		TargetPID:  e.TargetPid,
+		Detail:     e.Detail,
+		Comm:       cString(j.buf[unsafe.Offsetof(jailEvent{}.Comm):][:16]),
+	}
+	if ev.Op == "" {
+		ev.Op = "op" + strconv.Itoa(int(e.Op))
+	}
+	if n1 > 0 {
+		ev.Path = j.names.Name(e.Dev, string(raw[pathOff:pathOff+n1]))
+	}
+	if e.Flags&evPath2 != 0 && n2 > 0 {
+		ev.Path2 = j.names.Name(e.Dev2, string(raw[pathOff+n1:pathOff+n1+n2]))
+	}
+	return ev, nil
+}
+
+// Flags from jail.h (#defines do not reach BTF, so they are repeated here).
+const (
+	evDenied     = 1 << 0
+	evAudit      = 1 << 1
+	evTruncated  = 1 << 2
+	evUnresolved = 1 << 3
+	evPath2      = 1 << 4
+	evInBounds   = 1 << 5
+)
+
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+func monoToWall(ns uint64) time.Time {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return time.Now()
+	}
+	now := time.Now()
+	return now.Add(-time.Duration(uint64(ts.Nano()) - ns))
+}
+
+// Namer turns the kernel's (superblock, path inside it) into a path in this
+// mount namespace, for people to read. It plays no part in any decision.
+type Namer struct {
+	mounts map[uint32][]mountEntry
+}
+
+type mountEntry struct{ root, point string }
+
+// NewNamer reads this process's mount table.
+func NewNamer() (*Namer, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	defer f.Close()
+	n := &Namer{mounts: map[uint32][]mountEntry{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		dev, e, ok := parseMountinfo(sc.Text())
+		if ok {
+			n.mounts[dev] = append(n.mounts[dev], e)
+		}
+	}
+	return n, sc.Err()
+}
+
+// parseMountinfo reads "id parent major:minor root mountpoint ...".
+func parseMountinfo(line string) (uint32, mountEntry, bool) {
+	f := strings.Fields(line)
+	if len(f) < 5 {
+		return 0, mountEntry{}, false
+	}
+	maj, min, ok := strings.Cut(f[2], ":")
+	if !ok {
+		return 0, mountEntry{}, false
+	}
+	ma, err1 := strconv.ParseUint(maj, 10, 32)
+	mi, err2 := strconv.ParseUint(min, 10, 32)
+	if err1 != nil || err2 != nil {
+		return 0, mountEntry{}, false
+	}
+	return uint32(ma<<20 | mi), mountEntry{root: unescapeMount(f[3]), point: unescapeMount(f[4])}, true
+}
+
+// unescapeMount undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Name maps rel, a path from the root of superblock dev, to a path through
+// the mount that shows the longest matching part of that superblock.
+func (n *Namer) Name(dev uint32, rel string) string {
+	best := -1
+	var out string
+	for _, m := range n.mounts[dev] {
+		if !under(rel, m.root) || len(m.root) <= best {
+			continue
+		}
+		best = len(m.root)
+		rest := strings.TrimPrefix(rel, m.root)
+		if m.root == "/" {
+			rest = rel
+		}
+		out = joinMount(m.point, rest)
+	}
+	if best < 0 {
+		return fmt.Sprintf("(dev %d:%d)%s", dev>>20, dev&(1<<20-1), rel)
+	}
+	return out
+}
+
+func under(p, root string) bool {
+	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
+}
+
+func joinMount(point, rest string) string {
+	if point == "/" {
+		if rest == "" {
+			return "/"
+		}
+		return rest
+	}
+	return point + rest
+}

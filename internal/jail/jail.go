@@ -1,0 +1,319 @@
+// Package jail loads agent-lock's BPF-LSM programs, tells them what the cell
+// is, and reads back what they decided.
+//
+// The programs (bpf/jail.bpf.c) make every decision; this package never
+// re-derives one. It loads and attaches all of them or none: a program that
+// fails to load or attach is an error, and the caller must not start the
+// agent (fail closed).
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// RuleFlags say what a rule root grants to the tree below it.
+type RuleFlags uint32
+
+const (
+	Read    RuleFlags = 1 << 0 // read and execute
+	Write   RuleFlags = 1 << 1 // every modifying operation
+	Scratch RuleFlags = 1 << 2 // shared scratch place: only files the jail created
+	Deny    RuleFlags = 1 << 3 // refused even inside a grant
+	Socket  RuleFlags = 1 << 4 // a unix socket the jail may connect to
+)
+
+// Rule is one root of the policy: a path and what it grants.
+type Rule struct {
+	Path  string
+	Flags RuleFlags
+}
+
+// Config describes one cell.
+type Config struct {
+	// CgroupID is the cgroup (v2) whose processes are jailed.
+	CgroupID uint64
+	// Audit makes the programs allow what they would refuse, and report it.
+	Audit bool
+	// StreamInBounds reports allowed in-bounds opens too (for a live view).
+	StreamInBounds bool
+	// TTYs are device numbers (kernel encoding) of the agent's terminal.
+	TTYs []uint32
+	// Rules are registered in order; a path that cannot be opened is an
+	// error (the caller leaves out paths that do not exist).
+	Rules []Rule
+}
+
+// ErrNotSupported means the running kernel cannot run the jail.
+var ErrNotSupported = errors.New("BPF LSM programs cannot run on this kernel")
+
+// Jail is a loaded, attached cell.
+type Jail struct {
+	coll   *ebpf.Collection
+	links  []link.Link
+	reader *ringbuf.Reader
+	names  *Namer
+
+	buf     []byte
+	lastLen int
+}
+
+// optionalHooks exist only on some kernels; the jail is complete without them
+// where the kernel lacks the hook, because then the path they guard does not
+// exist either.
+var optionalHooks = map[string]bool{
+	"file_ioctl_compat": true, // 6.8+: before it, compat ioctls reach file_ioctl
+}
+
+// Load loads and attaches the programs and registers cfg.Rules.
+func Load(cfg Config) (*Jail, error) {
+	if cfg.CgroupID == 0 {
+		return nil, errors.New("load jail: no cgroup")
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("load jail: %w", err)
+	}
+	spec, err := loadJail()
+	if err != nil {
+		return nil, fmt.Errorf("load jail spec: %w", err)
+	}
+	if err := fitToKernel(spec); err != nil {
+		return nil, err
+	}
+	set := func(name string, v any) error {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("load jail: no variable %s", name)
+		}
+		return vs.Set(v)
+	}
+	var ttys [4]uint32
+	copy(ttys[:], cfg.TTYs)
+	for name, v := range map[string]any{
+		"jail_cgroup_id":  cfg.CgroupID,
+		"audit_mode":      boolU32(cfg.Audit),
+		"stream_inbounds": boolU32(cfg.StreamInBounds),
+		"tty_rdev":        ttys,
+	} {
+		if err := set(name, v); err != nil {
+			return nil, fmt.Errorf("load jail: set %s: %w", name, err)
+		}
+	}
+
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load jail objects: %w\n%+v", err, ve)
+		}
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+			return nil, fmt.Errorf("load jail objects: %w: %w", ErrNotSupported, err)
+		}
+		return nil, fmt.Errorf("load jail objects: %w", err)
+	}
+	j := &Jail{coll: coll}
+	// Attach before registering: registration goes through file_open. No
+	// process is jailed yet, and an empty rule map denies everything, so
+	// there is no moment at which the cell is open.
+	for name, prog := range coll.Programs {
+		l, err := link.AttachLSM(link.LSMOptions{Program: prog})
+		if err != nil {
+			j.Close()
+			return nil, fmt.Errorf("attach %s: %w: %w", name, ErrNotSupported, err)
+		}
+		j.links = append(j.links, l)
+	}
+	if err := j.register(cfg.Rules); err != nil {
+		j.Close()
+		return nil, err
+	}
+	j.reader, err = ringbuf.NewReader(coll.Maps["events"])
+	if err != nil {
+		j.Close()
+		return nil, fmt.Errorf("open event ring: %w", err)
+	}
+	j.names, err = NewNamer()
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+// fitToKernel keeps the program variant whose arguments match this kernel's
+// hook and drops hooks the kernel does not have (only optional ones).
+func fitToKernel(spec *ebpf.CollectionSpec) error {
+	kspec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return fmt.Errorf("read kernel BTF: %w: %w", ErrNotSupported, err)
+	}
+	params := func(hook string) (int, bool) {
+		var fn *btf.Func
+		if err := kspec.TypeByName("bpf_lsm_"+hook, &fn); err != nil {
+			return 0, false
+		}
+		proto, ok := fn.Type.(*btf.FuncProto)
+		if !ok {
+			return 0, false
+		}
+		return len(proto.Params), true
+	}
+	// inode_setattr gained an idmap argument in front after 6.1.
+	if n, ok := params("inode_setattr"); ok && n == 2 {
+		delete(spec.Programs, "inode_setattr")
+	} else {
+		delete(spec.Programs, "inode_setattr_noidmap")
+	}
+	for name, p := range spec.Programs {
+		if _, ok := params(p.AttachTo); ok {
+			continue
+		}
+		if optionalHooks[name] {
+			delete(spec.Programs, name)
+			continue
+		}
+		return fmt.Errorf("kernel has no LSM hook %s: %w", p.AttachTo, ErrNotSupported)
+	}
+	return nil
+}
+
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// register records each rule root under the identity the kernel gives it:
+// agent-lock opens the path while the registration slot names this process,
+// and file_open writes (dev, inode) as it sees them into the rule map.
+func (j *Jail) register(rules []Rule) error {
+	// One thread, one open at a time: the slot is consumed by the next
+	// open of this process.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	regMap := j.coll.Maps["reg"]
+	var zero uint32
+	defer regMap.Put(zero, jailRegistration{})
+	pid := uint32(os.Getpid())
+	for _, r := range rules {
+		var before jailRegistration
+		if err := regMap.Lookup(zero, &before); err != nil {
+			return fmt.Errorf("register %s: %w", r.Path, err)
+		}
+		slot := jailRegistration{Tgid: pid, Flags: uint32(r.Flags), Seq: before.Seq}
+		if err := regMap.Put(zero, slot); err != nil {
+			return fmt.Errorf("register %s: %w", r.Path, err)
+		}
+		// Sockets refuse open with ENXIO after file_open ran; FIFOs must
+		// not block. Either way the hook has seen the inode.
+		fd, err := unix.Open(r.Path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		if err == nil {
+			unix.Close(fd)
+		} else if !errors.Is(err, unix.ENXIO) {
+			return fmt.Errorf("register %s: %w", r.Path, err)
+		}
+		var after jailRegistration
+		if err := regMap.Lookup(zero, &after); err != nil {
+			return fmt.Errorf("register %s: %w", r.Path, err)
+		}
+		if after.Seq != before.Seq+1 {
+			return fmt.Errorf("register %s: the kernel did not record it (are the programs attached elsewhere?)", r.Path)
+		}
+	}
+	return nil
+}
+
+// LinkFiles returns duplicates of the attachment descriptors. Whoever holds
+// them keeps the programs attached; the reaper holds them so that the jail
+// outlives agent-lock until every jailed process is dead.
+func (j *Jail) LinkFiles() ([]*os.File, error) {
+	var files []*os.File
+	for _, l := range j.links {
+		fdl, ok := l.(interface{ FD() int })
+		if !ok {
+			return nil, errors.New("link has no descriptor")
+		}
+		fd, err := unix.FcntlInt(uintptr(fdl.FD()), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return nil, fmt.Errorf("dup link: %w", err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), "bpf-link"))
+	}
+	return files, nil
+}
+
+// Counters are totals kept by the kernel, summed over CPUs.
+type Counters struct {
+	InBounds, System, Escapes, Lost, ForkDenied uint64
+}
+
+// Sub returns c - o.
+func (c Counters) Sub(o Counters) Counters {
+	return Counters{c.InBounds - o.InBounds, c.System - o.System, c.Escapes - o.Escapes,
+		c.Lost - o.Lost, c.ForkDenied - o.ForkDenied}
+}
+
+// Counters reads the kernel's counters.
+func (j *Jail) Counters() (Counters, error) {
+	m := j.coll.Maps["counters"]
+	get := func(slot jailAlCounter) (uint64, error) {
+		var per []uint64
+		if err := m.Lookup(uint32(slot), &per); err != nil {
+			return 0, err
+		}
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		return sum, nil
+	}
+	var c Counters
+	for _, f := range []struct {
+		slot jailAlCounter
+		dst  *uint64
+	}{
+		{jailAlCounterCNT_INBOUNDS, &c.InBounds},
+		{jailAlCounterCNT_SYSTEM, &c.System},
+		{jailAlCounterCNT_ESCAPES, &c.Escapes},
+		{jailAlCounterCNT_LOST, &c.Lost},
+		{jailAlCounterCNT_FORK_DENIED, &c.ForkDenied},
+	} {
+		v, err := get(f.slot)
+		if err != nil {
+			return c, fmt.Errorf("read counters: %w", err)
+		}
+		*f.dst = v
+	}
+	return c, nil
+}
+
+// SetDeadline makes Read return os.ErrDeadlineExceeded once the events
+// queued before t are consumed; a zero t blocks again.
+func (j *Jail) SetDeadline(t time.Time) { j.reader.SetDeadline(t) }
+
+// Close detaches the programs and frees the maps. Jailed processes that are
+// still alive are no longer confined after this: the caller kills them first.
+func (j *Jail) Close() error {
+	if j.reader != nil {
+		j.reader.Close()
+	}
+	for _, l := range j.links {
+		l.Close()
+	}
+	j.links = nil
+	if j.coll != nil {
+		j.coll.Close()
+	}
+	return nil
+}
