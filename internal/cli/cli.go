@@ -1,0 +1,220 @@
+// Package cli parses agent-lock's command line and maps outcomes to exit
+// statuses; the work is done by session (running an agent) and kernel
+// (doctor).
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/session"
+)
+
+// Version is set at link time (-ldflags "-X .../cli.Version=v1.2.3"); a
+// plain build reports the module version or the VCS revision.
+var Version = ""
+
+const usage = `agent-lock: jail an AI coding agent in one directory, with BPF-LSM.
+
+Usage:
+  sudo agent-lock [flags] [DIR] [-- COMMAND [ARG...]]
+  sudo agent-lock doctor
+  agent-lock version
+
+DIR defaults to the current directory; COMMAND to your login shell. The agent
+runs as you (the user who ran sudo), with no_new_privs, inside DIR: the kernel
+lets it read and write DIR and its private TMPDIR, read the system (/usr, /lib*,
+/bin, /sbin, /etc, /sys, its own /proc), and refuses everything else.
+
+Flags:
+  --audit            allow everything, report what would have been refused
+  --headless         no dashboard: the agent keeps the terminal (the dashboard
+                     is not built yet, so this is also the default)
+  --report FILE      where reports go (default: standard error)
+  --format json|text report format (default: json with --report, text on a terminal)
+  --allow-unix PATH  let the agent connect to this unix socket (repeatable)
+  --allow-root       allow running the agent as root
+
+Exit status: the agent's; 125 if agent-lock failed, 126 if COMMAND could not
+be executed, 127 if it was not found.
+`
+
+// Main runs agent-lock with args (without the program name).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "version", "--version":
+			fmt.Fprintf(stdout, "agent-lock %s\n", version())
+			return 0
+		case "doctor":
+			return doctor(ctx, stdout, stderr)
+		case session.ReaperArg:
+			if len(args) != 2 {
+				return session.ExitFailed
+			}
+			return session.Reap(args[1])
+		case "help", "-h", "--help":
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+	}
+	o, err := parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock: %v\nRun 'agent-lock --help' for usage.\n", err)
+		return session.ExitFailed
+	}
+	if o.help {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	out := io.Writer(stderr)
+	if o.reportPath != "" {
+		f, err := openReport(o.reportPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+			return session.ExitFailed
+		}
+		defer f.Close()
+		out = f
+	}
+	format := o.format
+	if format == "" {
+		format = "json"
+		if o.reportPath == "" && isTerminal(stderr) {
+			format = "text"
+		}
+	}
+	var w report.Writer
+	if format == "text" {
+		w = report.NewText(out)
+	} else {
+		w = report.NewJSON(out)
+	}
+	code, err := session.Run(ctx, session.Options{
+		Dir: o.dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot,
+		AllowUnix: o.allowUnix, Report: w, Version: version(),
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+		var se *session.Error
+		if errors.As(err, &se) {
+			return se.Code
+		}
+		return session.ExitFailed
+	}
+	return code
+}
+
+type options struct {
+	dir        string
+	command    []string
+	audit      bool
+	headless   bool
+	allowRoot  bool
+	allowUnix  []string
+	reportPath string
+	format     string
+	help       bool
+}
+
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string     { return "" }
+func (l listFlag) Set(s string) error { *l.v = append(*l.v, s); return nil }
+
+// parse reads [flags] [DIR] [flags] [-- COMMAND...]. Everything after the
+// first "--" is the command, untouched.
+func parse(args []string) (options, error) {
+	var o options
+	pre := args
+	for i, a := range args {
+		if a == "--" {
+			pre, o.command = args[:i], args[i+1:]
+			if len(o.command) == 0 {
+				return o, errors.New("nothing after --: give the command to run, or leave out -- to run your shell")
+			}
+			break
+		}
+	}
+	fs := flag.NewFlagSet("agent-lock", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&o.audit, "audit", false, "")
+	fs.BoolVar(&o.headless, "headless", false, "")
+	fs.BoolVar(&o.allowRoot, "allow-root", false, "")
+	fs.StringVar(&o.reportPath, "report", "", "")
+	fs.StringVar(&o.format, "format", "", "")
+	fs.Var(listFlag{&o.allowUnix}, "allow-unix", "")
+	fs.BoolVar(&o.help, "h", false, "")
+	fs.BoolVar(&o.help, "help", false, "")
+	var pos []string
+	for {
+		if err := fs.Parse(pre); err != nil {
+			return o, err
+		}
+		pre = fs.Args()
+		if len(pre) == 0 {
+			break
+		}
+		pos = append(pos, pre[0])
+		pre = pre[1:]
+	}
+	switch len(pos) {
+	case 0:
+	case 1:
+		o.dir = pos[0]
+	default:
+		return o, fmt.Errorf("more than one directory given (%s): put the command after --, e.g. agent-lock %s -- %s",
+			strings.Join(pos, " "), pos[0], strings.Join(pos[1:], " "))
+	}
+	if o.format != "" && o.format != "json" && o.format != "text" {
+		return o, fmt.Errorf("--format %q: use json or text", o.format)
+	}
+	return o, nil
+}
+
+// openReport creates the report file for the invoking user, not for root.
+func openReport(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--report %s: %w", path, err)
+	}
+	var uid, gid int
+	if _, err := fmt.Sscan(os.Getenv("SUDO_UID"), &uid); err == nil {
+		fmt.Sscan(os.Getenv("SUDO_GID"), &gid)
+		f.Chown(uid, gid)
+	}
+	return f, nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+	}
+	return v
+}

@@ -1,0 +1,176 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/policy"
+)
+
+// cell is a cgroup with the programs loaded for it, and the stream of what
+// they decided.
+type cell struct {
+	cg     *cgroup
+	jail   *jail.Jail
+	events chan jail.Event
+	done   chan struct{}
+}
+
+func openCell(facts kernel.Facts, cfg jail.Config, p policy.Policy) (*cell, error) {
+	if !facts.BPFInLSM {
+		return nil, notSupported(facts)
+	}
+	cg, err := newCgroup(facts.Cgroup2)
+	if err != nil {
+		return nil, err
+	}
+	cfg.CgroupID = cg.ID
+	cfg.Rules = p.Rules()
+	j, err := jail.Load(cfg)
+	if err != nil {
+		cg.Close()
+		os.Remove(cg.Path)
+		if errors.Is(err, jail.ErrNotSupported) {
+			return nil, fmt.Errorf("%w\n%s", err, advice(facts))
+		}
+		return nil, err
+	}
+	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{})}
+	go func() {
+		defer close(c.events)
+		for {
+			ev, err := j.Read()
+			if err != nil {
+				if !errors.Is(err, jail.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+					fmt.Fprintf(os.Stderr, "agent-lock: %v\n", err)
+				}
+				return
+			}
+			select {
+			case c.events <- ev:
+			case <-c.done:
+				return
+			}
+		}
+	}()
+	return c, nil
+}
+
+func notSupported(f kernel.Facts) error {
+	return fmt.Errorf("%w: bpf is not in the active LSM list (%v)\n%s", jail.ErrNotSupported, f.LSMs, advice(f))
+}
+
+func advice(f kernel.Facts) string {
+	var s string
+	for _, a := range f.Advice() {
+		s += "  - " + a + "\n"
+	}
+	return s
+}
+
+// drain returns the events still in the ring buffer once no jailed process
+// is left to add to it.
+func (c *cell) drain() <-chan jail.Event {
+	c.jail.SetDeadline(time.Now())
+	return c.events
+}
+
+func (c *cell) close() {
+	close(c.done)
+	// Kill before detaching: a process of the cell must never run free.
+	killCgroup(c.cg.Path, 30*time.Second)
+	c.jail.Close()
+	c.cg.Close()
+}
+
+// probe proves the loaded programs fire: a process of the cell must run a
+// system binary (the system set works) and must be refused, and reported,
+// reading a file outside the cell. In audit mode the read must succeed and
+// still be reported.
+func (c *cell) probe(ctx context.Context, audit bool) error {
+	dir, err := os.MkdirTemp("", "agent-lock-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	target := filepath.Join(dir, "outside")
+	if err := os.WriteFile(target, []byte("agent-lock probe\n"), 0o644); err != nil {
+		return err
+	}
+	run := func(name string, args ...string) (*exec.Cmd, error) {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			return nil, fmt.Errorf("probe needs %s: %w", name, err)
+		}
+		cmd := exec.CommandContext(ctx, path, args...)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.cg.FD()}
+		return cmd, cmd.Run()
+	}
+	if _, err := run("true"); err != nil {
+		return fmt.Errorf("a jailed process could not run `true` (the system set is not readable): %w%s", err, c.pendingEscapes())
+	}
+	cmd, err := run("cat", target)
+	if err == nil && !audit {
+		return errors.New("a jailed process read a file outside the cell: the programs are loaded but do not enforce")
+	}
+	if err != nil && audit {
+		return fmt.Errorf("in audit mode a jailed process could not read a file: %w", err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				return errors.New("the event stream closed during the self-test")
+			}
+			if ev.PID == pid && ev.Op == "read" && ev.Path == target && (ev.Denied || ev.Audit) {
+				return nil
+			}
+		case <-timeout:
+			return errors.New("the refusal was not reported within 5s: the jail's reports do not arrive")
+		}
+	}
+}
+
+// pendingEscapes describes refusals already queued, to explain a failed probe.
+func (c *cell) pendingEscapes() string {
+	var s string
+	for i := 0; i < 8; i++ {
+		select {
+		case ev := <-c.events:
+			s += fmt.Sprintf("\n  refused: %s %s (%s)", ev.Op, ev.Path, ev.Comm)
+		case <-time.After(200 * time.Millisecond):
+			return s
+		}
+	}
+	return s
+}
+
+// SelfTest builds a throwaway cell around a temporary directory and probes
+// it, for `agent-lock doctor`.
+func SelfTest(ctx context.Context, facts kernel.Facts) error {
+	if os.Geteuid() != 0 {
+		return ErrNotRoot
+	}
+	dir, err := os.MkdirTemp("", "agent-lock-doctor-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c, err := openCell(facts, jail.Config{}, policy.Policy{Dir: dir})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	return c.probe(ctx, false)
+}

@@ -1,0 +1,111 @@
+package session
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroup is the jail's membership: a fresh cgroup v2 directory, owned by root
+// so that nobody but root can move a process out of it.
+type cgroup struct {
+	Path string
+	ID   uint64
+	dir  *os.File
+}
+
+func newCgroup(mount string) (*cgroup, error) {
+	if mount == "" {
+		return nil, errors.New("no cgroup v2 hierarchy is mounted: mount one with `mount -t cgroup2 none /sys/fs/cgroup`")
+	}
+	base := filepath.Join(mount, "agent-lock")
+	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	p := filepath.Join(base, fmt.Sprintf("s%d-%s", os.Getpid(), hex.EncodeToString(rnd[:])))
+	if err := os.Mkdir(p, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	dir, err := os.Open(p)
+	if err != nil {
+		os.Remove(p)
+		return nil, fmt.Errorf("open cgroup: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
+		dir.Close()
+		os.Remove(p)
+		return nil, fmt.Errorf("stat cgroup: %w", err)
+	}
+	// A cgroup's id, as bpf_get_current_cgroup_id() returns it, is the
+	// inode number of its directory.
+	return &cgroup{Path: p, ID: st.Ino, dir: dir}, nil
+}
+
+// FD is the descriptor for clone3(CLONE_INTO_CGROUP).
+func (c *cgroup) FD() int { return int(c.dir.Fd()) }
+
+// killCgroup kills every process in the cgroup at path and waits until it is
+// empty, then removes it. Processes stay confined until they are dead: the
+// programs remain attached while this runs.
+func killCgroup(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := os.WriteFile(filepath.Join(path, "cgroup.kill"), []byte("1"), 0); err != nil {
+			// Before 5.14 there is no cgroup.kill: signal each process.
+			killEach(path)
+		}
+		if empty(path) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s still has processes after %v", path, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for {
+		err := os.Remove(path)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("remove cgroup: %w", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func killEach(path string) {
+	b, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
+func empty(path string) bool {
+	b, err := os.ReadFile(filepath.Join(path, "cgroup.events"))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	return bytes.Contains(b, []byte("populated 0"))
+}
+
+func (c *cgroup) Close() {
+	if c.dir != nil {
+		c.dir.Close()
+	}
+}

@@ -1,0 +1,351 @@
+// Package session launches an agent in a jail and sees it through: it makes
+// the cell (cgroup, private TMPDIR, loaded programs), proves the programs
+// fire, starts the agent as the invoking user inside the cell before its
+// first instruction, streams what the kernel refused, and tears everything
+// down so that nothing the agent started outlives it.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/report"
+)
+
+// Exit statuses of agent-lock itself, as env(1) and timeout(1) use them.
+const (
+	ExitFailed     = 125
+	ExitCannotExec = 126
+	ExitNotFound   = 127
+)
+
+// Error carries the exit status agent-lock should end with.
+type Error struct {
+	Code int
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func fail(code int, err error) error { return &Error{Code: code, Err: err} }
+
+// Options are what the command line asked for.
+type Options struct {
+	Dir       string
+	Command   []string
+	Audit     bool
+	AllowRoot bool
+	AllowUnix []string
+	Report    report.Writer
+	Version   string
+	Getenv    func(string) string
+}
+
+// Run jails the agent and returns its exit status.
+func Run(ctx context.Context, o Options) (int, error) {
+	began := time.Now()
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	agent, err := invokingUser(o.Getenv, o.AllowRoot)
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	dir, err := ResolveDir(o.Dir)
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	argv := o.Command
+	if len(argv) == 0 {
+		argv = []string{agent.Shell}
+	}
+	path, err := lookPath(argv[0], dir)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range o.AllowUnix {
+		if _, err := os.Stat(s); err != nil {
+			return 0, fail(ExitFailed, fmt.Errorf("--allow-unix %s: %w", s, err))
+		}
+	}
+
+	facts, err := kernel.Probe()
+	if err != nil {
+		return 0, fail(ExitFailed, fmt.Errorf("probe kernel: %w", err))
+	}
+	tmp, err := privateTmp(agent)
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	defer os.RemoveAll(tmp)
+
+	cell, err := openCell(facts, jail.Config{Audit: o.Audit, TTYs: terminals()},
+		policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix})
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	defer cell.close()
+
+	// The live self-test: a program that loads but never fires is not a
+	// jail, so prove it refuses (or, in audit, reports) before the agent runs.
+	if err := cell.probe(ctx, o.Audit); err != nil {
+		return 0, fail(ExitFailed, fmt.Errorf("self-test failed, not starting the agent: %w", err))
+	}
+	baseline, err := cell.jail.Counters()
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+
+	// From here on agent-lock may die in any way: the reaper kills the
+	// cell and only then lets the programs go.
+	links, err := cell.jail.LinkFiles()
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	release, err := startReaper(cell.cg.Path, links)
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	defer release()
+
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args = argv
+	cmd.Dir = dir
+	cmd.Env = agentEnv(os.Environ(), agent, tmp, dir)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: agent.UID, Gid: agent.GID, Groups: agent.Groups},
+		UseCgroupFD: true, // clone3(CLONE_INTO_CGROUP): jailed before its first instruction
+		CgroupFD:    cell.cg.FD(),
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	// Terminal keys (^C, ^\) are for the agent, which shares our process
+	// group; agent-lock ends when the agent does.
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(term)
+
+	started, done := startNoNewPrivs(cmd)
+	if err := <-started; err != nil {
+		code := ExitCannotExec
+		if errors.Is(err, os.ErrNotExist) {
+			code = ExitNotFound
+		}
+		// The kernel may have refused the exec: say what it reported.
+		return 0, fail(code, fmt.Errorf("%s: %w", argv[0], err))
+	}
+
+	mode := report.Enforce
+	if o.Audit {
+		mode = report.Audit
+	}
+	o.Report.Start(report.Start{
+		Time: began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
+		User: agent.Name, UID: int(agent.UID), Version: o.Version,
+		Kernel: facts.Release, Engine: "bpf-lsm", TmpDir: tmp,
+	})
+
+	var status int
+	events := cell.events
+wait:
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			writeEscape(o.Report, ev)
+		case s := <-term:
+			cmd.Process.Signal(s)
+			go func() {
+				time.Sleep(5 * time.Second)
+				killCgroup(cell.cg.Path, time.Second)
+			}()
+		case status = <-done:
+			break wait
+		}
+	}
+	// Everything the agent left behind dies now, still confined.
+	if err := killCgroup(cell.cg.Path, 30*time.Second); err != nil {
+		fmt.Fprintf(os.Stderr, "agent-lock: %v\n", err)
+	}
+	for ev := range cell.drain() {
+		writeEscape(o.Report, ev)
+	}
+	final, err := cell.jail.Counters()
+	if err != nil {
+		return status, fail(ExitFailed, err)
+	}
+	c := final.Sub(baseline)
+	o.Report.Summary(report.Summary{
+		Time: time.Now(), ExitCode: status, InBounds: c.InBounds, System: c.System,
+		Escapes: c.Escapes, Lost: c.Lost, Duration: time.Since(began),
+	})
+	return status, nil
+}
+
+func writeEscape(w report.Writer, ev jail.Event) {
+	if ev.InBounds {
+		return
+	}
+	v := report.Blocked
+	if ev.Audit {
+		v = report.Allowed
+	}
+	w.Escape(report.Event{
+		Time: ev.Time, PID: ev.PID, TID: ev.TID, Comm: ev.Comm, Op: ev.Op,
+		Path: ev.Path, Path2: ev.Path2, TargetPID: ev.TargetPID, Verdict: v,
+		Sensitive: report.Sensitive(ev.Path) || (ev.Path2 != "" && report.Sensitive(ev.Path2)),
+	})
+}
+
+// startNoNewPrivs starts cmd from a thread with no_new_privs set, which the
+// child inherits, so setuid programs cannot raise the agent. The thread stays
+// locked and waits for the child: Pdeathsig fires when the creating thread
+// exits, and the thread must not go back to the pool with the flag set.
+func startNoNewPrivs(cmd *exec.Cmd) (<-chan error, <-chan int) {
+	started := make(chan error, 1)
+	done := make(chan int, 1)
+	go func() {
+		runtime.LockOSThread()
+		// No UnlockOSThread: the thread exits with the goroutine.
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			started <- fmt.Errorf("set no_new_privs: %w", err)
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		done <- exitStatus(cmd, err)
+	}()
+	return started, done
+}
+
+func exitStatus(cmd *exec.Cmd, err error) int {
+	if cmd.ProcessState == nil {
+		return ExitFailed
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// ResolveDir turns the DIR argument into the real absolute directory.
+func ResolveDir(d string) (string, error) {
+	if d == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("current directory: %w", err)
+		}
+		d = wd
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return "", fmt.Errorf("directory %q: %w", d, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("directory %q does not exist: give an existing project directory", d)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("directory %q: %w", d, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%q is not a directory: give the project directory to jail the agent in", d)
+	}
+	if real == "/" {
+		return "", errors.New("refusing to use / as the project directory: that would not be a jail")
+	}
+	return real, nil
+}
+
+func lookPath(name, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", fail(ExitNotFound, fmt.Errorf("%s: no such file", name))
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			return "", fail(ExitCannotExec, fmt.Errorf("%s: not an executable file", name))
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", fail(ExitNotFound, fmt.Errorf("%s: command not found", name))
+		}
+		return "", fail(ExitCannotExec, fmt.Errorf("%s: %w", name, err))
+	}
+	return p, nil
+}
+
+func privateTmp(a Agent) (string, error) {
+	base := os.TempDir()
+	tmp, err := os.MkdirTemp(base, "agent-lock-")
+	if err != nil {
+		return "", fmt.Errorf("private TMPDIR: %w", err)
+	}
+	if err := os.Chown(tmp, int(a.UID), int(a.GID)); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("private TMPDIR: %w", err)
+	}
+	return tmp, nil
+}
+
+// terminals are the device numbers (kernel encoding) of our stdio terminals,
+// which the agent may reopen through /dev/tty or /proc/self/fd.
+func terminals() []uint32 {
+	var out []uint32
+	for fd := 0; fd <= 2; fd++ {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			continue
+		}
+		out = append(out, unix.Major(st.Rdev)<<20|unix.Minor(st.Rdev))
+	}
+	return out
+}
+
+func agentEnv(base []string, a Agent, tmp, dir string) []string {
+	var env []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "SUDO_"), k == "HOME", k == "USER", k == "LOGNAME",
+			k == "SHELL", k == "TMPDIR", k == "PWD", k == "MAIL":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		"HOME="+a.Home, "USER="+a.Name, "LOGNAME="+a.Name, "SHELL="+a.Shell,
+		"TMPDIR="+tmp, "PWD="+dir, "AGENT_LOCK=1")
+}

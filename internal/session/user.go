@@ -1,0 +1,90 @@
+package session
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+)
+
+// Agent is the user the agent runs as: whoever invoked sudo.
+type Agent struct {
+	UID, GID uint32
+	Groups   []uint32
+	Name     string
+	Home     string
+	Shell    string
+}
+
+// ErrNotRoot means agent-lock itself lacks the privilege to load programs.
+var ErrNotRoot = errors.New("agent-lock must run as root to load its BPF programs: run it with sudo")
+
+// ErrRootAgent means the agent would run as root.
+var ErrRootAgent = errors.New("refusing to run the agent as root: run agent-lock with sudo from your own account (or pass --allow-root)")
+
+// invokingUser reads SUDO_UID and SUDO_GID, or falls back to root itself
+// when allowRoot is set.
+func invokingUser(getenv func(string) string, allowRoot bool) (Agent, error) {
+	if os.Geteuid() != 0 {
+		return Agent{}, ErrNotRoot
+	}
+	uidS, gidS := getenv("SUDO_UID"), getenv("SUDO_GID")
+	if uidS == "" {
+		if !allowRoot {
+			return Agent{}, ErrRootAgent
+		}
+		uidS, gidS = "0", "0"
+	}
+	uid, err := strconv.ParseUint(uidS, 10, 32)
+	if err != nil {
+		return Agent{}, fmt.Errorf("SUDO_UID=%q is not a user id", uidS)
+	}
+	gid, err := strconv.ParseUint(gidS, 10, 32)
+	if err != nil {
+		return Agent{}, fmt.Errorf("SUDO_GID=%q is not a group id", gidS)
+	}
+	if uid == 0 && !allowRoot {
+		return Agent{}, ErrRootAgent
+	}
+	a := Agent{UID: uint32(uid), GID: uint32(gid), Shell: "/bin/sh"}
+	u, err := user.LookupId(uidS)
+	if err != nil {
+		return Agent{}, fmt.Errorf("look up user %s: %w", uidS, err)
+	}
+	a.Name, a.Home = u.Username, u.HomeDir
+	if sh := passwdShell("/etc/passwd", uidS); sh != "" {
+		a.Shell = sh
+	}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return Agent{}, fmt.Errorf("groups of %s: %w", a.Name, err)
+	}
+	for _, g := range gids {
+		n, err := strconv.ParseUint(g, 10, 32)
+		if err == nil {
+			a.Groups = append(a.Groups, uint32(n))
+		}
+	}
+	return a, nil
+}
+
+// passwdShell returns the login shell of uid from a passwd file (os/user
+// does not expose it).
+func passwdShell(path, uid string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), ":")
+		if len(fields) >= 7 && fields[2] == uid {
+			return fields[6]
+		}
+	}
+	return ""
+}
