@@ -1,0 +1,207 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// PathEnv is the PATH every run gets, jailed or not.
+const PathEnv = "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+// ExitAgentLock is agent-lock's own failure status.
+const ExitAgentLock = 125
+
+// Runner runs a suite's commands as the test user, directly or under
+// agent-lock.
+type Runner struct {
+	User      *User
+	AgentLock string        // absolute path of the agent-lock binary; empty in baseline-only mode
+	Scratch   string        // a root-only directory for reports
+	Timeout   time.Duration // per run, unless the Proc says otherwise
+
+	n int
+}
+
+// Proc is one process to run.
+type Proc struct {
+	Argv       []string
+	Dir        string
+	Env        []string // the complete environment
+	AsUser     bool     // run with the test user's credentials; otherwise as root
+	Stdin      *os.File // nil: /dev/null
+	ExtraFiles []*os.File
+	Timeout    time.Duration // 0: the Runner's
+}
+
+// Result is how a run ended.
+type Result struct {
+	Output   []byte // stdout and stderr, interleaved
+	Exit     int    // exit status, 128+N when killed by signal N, -1 when it did not start
+	TimedOut bool
+	Err      error // set when it could not be started or waited for
+	Elapsed  time.Duration
+
+	// Jailed runs only.
+	ReportPath string
+	Report     *Report
+	ReportErr  error
+}
+
+// UserEnv is the environment of an unjailed run: what agent-lock promises
+// the agent (HOME, USER from the passwd entry, a private TMPDIR) plus the
+// suite's fixed PATH and locale.
+func (r *Runner) UserEnv(tmpdir string, extra ...string) []string {
+	env := []string{
+		"PATH=" + PathEnv,
+		"LANG=C",
+		"SHELL=/bin/bash",
+		"HOME=" + r.User.Home,
+		"USER=" + r.User.Name,
+		"LOGNAME=" + r.User.Name,
+		"TMPDIR=" + tmpdir,
+	}
+	return append(env, extra...)
+}
+
+// RootEnv is the environment agent-lock itself is started with: as if
+// the user ran it with sudo.
+func (r *Runner) RootEnv(extra ...string) []string {
+	env := []string{
+		"PATH=" + PathEnv,
+		"LANG=C",
+		"SHELL=/bin/bash",
+		"HOME=/root",
+		"SUDO_UID=" + strconv.Itoa(r.User.UID),
+		"SUDO_GID=" + strconv.Itoa(r.User.GID),
+		"SUDO_USER=" + r.User.Name,
+	}
+	return append(env, extra...)
+}
+
+// NextReport names a fresh report file in the scratch directory.
+func (r *Runner) NextReport() string {
+	r.n++
+	p := filepath.Join(r.Scratch, fmt.Sprintf("report-%03d.jsonl", r.n))
+	os.Remove(p)
+	return p
+}
+
+// JailArgv is the agent-lock command line that runs argv in dir.
+func (r *Runner) JailArgv(dir, report string, argv []string) []string {
+	return append([]string{r.AgentLock, "--headless", "--report", report, dir, "--"}, argv...)
+}
+
+// Unjailed runs argv as the test user in dir, with the same environment
+// agent-lock would give it.
+func (r *Runner) Unjailed(ctx context.Context, argv []string, dir, tmpdir string, extraEnv ...string) Result {
+	return r.Run(ctx, Proc{Argv: argv, Dir: dir, Env: r.UserEnv(tmpdir, extraEnv...), AsUser: true})
+}
+
+// Jailed runs argv under agent-lock (as root, which drops to the test
+// user) and reads the report.
+func (r *Runner) Jailed(ctx context.Context, argv []string, dir string, extraEnv ...string) Result {
+	report := r.NextReport()
+	res := r.Run(ctx, Proc{Argv: r.JailArgv(dir, report, argv), Dir: dir, Env: r.RootEnv(extraEnv...)})
+	r.ReadReport(&res, report)
+	return res
+}
+
+// ReadReport fills in res's report fields from path.
+func (r *Runner) ReadReport(res *Result, path string) {
+	res.ReportPath = path
+	res.Report, res.ReportErr = ReadReport(path)
+}
+
+// Run runs p in its own process group and kills the group when the
+// timeout expires. Output goes through a pipe, not a file, so that a jail
+// that checks every write against a path has nothing to object to.
+func (r *Runner) Run(ctx context.Context, p Proc) Result {
+	timeout := p.Timeout
+	if timeout == 0 {
+		timeout = r.Timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, p.Argv[0], p.Argv[1:]...)
+	cmd.Dir = p.Dir
+	cmd.Env = p.Env
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if p.Stdin != nil {
+		cmd.Stdin = p.Stdin
+	}
+	cmd.ExtraFiles = p.ExtraFiles
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.AsUser {
+		cmd.SysProcAttr.Credential = &syscall.Credential{
+			Uid:    uint32(r.User.UID),
+			Gid:    uint32(r.User.GID),
+			Groups: r.User.Groups,
+		}
+	}
+	cmd.Cancel = func() error {
+		// The whole group: a shell and whatever it started in the foreground.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	// A process left behind that still holds the output pipe must not
+	// hold up the suite; survivors are the caller's business.
+	cmd.WaitDelay = 2 * time.Second
+
+	start := time.Now()
+	err := cmd.Run()
+	res := Result{Output: out.Bytes(), Elapsed: time.Since(start), Exit: -1}
+	if ctx.Err() == context.DeadlineExceeded {
+		res.TimedOut = true
+	}
+	if cmd.ProcessState != nil {
+		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Exited():
+			res.Exit = ws.ExitStatus()
+		case ws.Signaled():
+			res.Exit = 128 + int(ws.Signal())
+		}
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		res.Err = err
+	}
+	return res
+}
+
+// Tail returns the last n lines of out, for messages.
+func Tail(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// ShellQuote quotes s for a POSIX shell.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:@,+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ShellJoin quotes and joins argv for a POSIX shell.
+func ShellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = ShellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
