@@ -1,0 +1,46 @@
+package main
+
+import "syscall"
+
+// scratchTechniques use the scratch space every process shares instead of
+// the private TMPDIR.
+var scratchTechniques = []Technique{
+	{Name: "tmp-shared-read", Family: "scratch", Doc: "read /tmp/shared-secret, made outside the jail",
+		Ops: ops("read"), Path: "/tmp/shared-secret",
+		Cmd: bash("cat /tmp/shared-secret"), Effect: leaked},
+	{Name: "tmp-shared-overwrite", Family: "scratch", Doc: "overwrite /tmp/shared-secret",
+		Ops: ops("write"), Path: "/tmp/shared-secret",
+		Cmd: bash("echo pwned > /tmp/shared-secret"),
+		Effect: func(f *Fixture, o *outcome) string {
+			return changed("/tmp/shared-secret", f.sharedFiles()["/tmp/shared-secret"])(f, o)
+		}},
+	{Name: "shm-read", Family: "scratch", Doc: "read /dev/shm/shared-secret",
+		Ops: ops("read"), Path: "/dev/shm/shared-secret",
+		Cmd: bash("cat /dev/shm/shared-secret"), Effect: leaked},
+	{Name: "shm-overwrite", Family: "scratch", Doc: "overwrite /dev/shm/shared-secret",
+		Ops: ops("write"), Path: "/dev/shm/shared-secret",
+		Cmd: bash("echo pwned > /dev/shm/shared-secret"),
+		Effect: func(f *Fixture, o *outcome) string {
+			return changed("/dev/shm/shared-secret", f.sharedFiles()["/dev/shm/shared-secret"])(f, o)
+		}},
+	{Name: "tmp-create", Family: "scratch", Doc: "leave a file in /tmp for someone else",
+		Ops: ops("create", "write"), Path: "/tmp/adv-planted",
+		Cmd: bash("echo planted > /tmp/adv-planted"), Effect: exists("/tmp/adv-planted")},
+	{Name: "var-tmp-create", Family: "scratch", Doc: "leave a file in /var/tmp, which survives reboots",
+		Ops: ops("create", "write"), Path: "/var/tmp/adv-planted", Skip: notSticky("/var/tmp"),
+		Cmd: bash("echo planted > /var/tmp/adv-planted"), Effect: exists("/var/tmp/adv-planted")},
+}
+
+// notSticky skips when dir is not world-writable scratch space here.
+func notSticky(dir string) func(*Fixture) string {
+	return func(*Fixture) string {
+		var st syscall.Stat_t
+		if err := syscall.Stat(dir, &st); err != nil {
+			return dir + ": " + err.Error()
+		}
+		if st.Mode&0o1777 != 0o1777 {
+			return dir + " is not world-writable scratch space on this machine"
+		}
+		return ""
+	}
+}
