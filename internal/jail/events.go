@@ -63,6 +63,9 @@ var opNames = map[jailAlOp]string{
 	jailAlOpAL_OP_BPF:         "bpf",
 	jailAlOpAL_OP_IOCTL:       "ioctl",
 	jailAlOpAL_OP_FORK:        "fork",
+	jailAlOpAL_OP_IPC:         "ipc",
+	jailAlOpAL_OP_KEY:         "keyring",
+	jailAlOpAL_OP_WATCH:       "watch",
 }
 
 var classNames = map[jailAlClass]string{

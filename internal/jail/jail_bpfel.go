@@ -25,13 +25,12 @@ const (
 type jailAlCounter uint32
 
 const (
-	jailAlCounterCNT_INBOUNDS      jailAlCounter = 0
-	jailAlCounterCNT_SYSTEM        jailAlCounter = 1
-	jailAlCounterCNT_ESCAPES       jailAlCounter = 2
-	jailAlCounterCNT_LOST          jailAlCounter = 3
-	jailAlCounterCNT_FORK_DENIED   jailAlCounter = 4
-	jailAlCounterCNT_PID_UNTRACKED jailAlCounter = 5
-	jailAlCounterCNT_MAX           jailAlCounter = 6
+	jailAlCounterCNT_INBOUNDS    jailAlCounter = 0
+	jailAlCounterCNT_SYSTEM      jailAlCounter = 1
+	jailAlCounterCNT_ESCAPES     jailAlCounter = 2
+	jailAlCounterCNT_LOST        jailAlCounter = 3
+	jailAlCounterCNT_FORK_DENIED jailAlCounter = 4
+	jailAlCounterCNT_MAX         jailAlCounter = 5
 )
 
 type jailAlOp uint32
@@ -65,7 +64,9 @@ const (
 	jailAlOpAL_OP_BPF         jailAlOp = 26
 	jailAlOpAL_OP_IOCTL       jailAlOp = 27
 	jailAlOpAL_OP_FORK        jailAlOp = 28
-	jailAlOpAL_OP_SELFTEST    jailAlOp = 29
+	jailAlOpAL_OP_IPC         jailAlOp = 29
+	jailAlOpAL_OP_KEY         jailAlOp = 30
+	jailAlOpAL_OP_WATCH       jailAlOp = 31
 )
 
 type jailEvent struct {
@@ -129,48 +130,60 @@ type jailScratch struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	jailMapCounters             = "counters"
-	jailMapEvents               = "events"
-	jailMapMarks                = "marks"
-	jailMapPendings             = "pendings"
-	jailMapReg                  = "reg"
-	jailMapRules                = "rules"
-	jailMapScratch              = "scratch"
-	jailProgBpf                 = "bpf"
-	jailProgD_instantiate       = "d_instantiate"
-	jailProgFileFcntl           = "file_fcntl"
-	jailProgFileIoctl           = "file_ioctl"
-	jailProgFileIoctlCompat     = "file_ioctl_compat"
-	jailProgFileOpen            = "file_open"
-	jailProgInodeRemovexattr    = "inode_removexattr"
-	jailProgInodeSetattr        = "inode_setattr"
-	jailProgInodeSetattrNoidmap = "inode_setattr_noidmap"
-	jailProgInodeSetxattr       = "inode_setxattr"
-	jailProgMoveMount           = "move_mount"
-	jailProgPathChmod           = "path_chmod"
-	jailProgPathChown           = "path_chown"
-	jailProgPathChroot          = "path_chroot"
-	jailProgPathLink            = "path_link"
-	jailProgPathMkdir           = "path_mkdir"
-	jailProgPathMknod           = "path_mknod"
-	jailProgPathRename          = "path_rename"
-	jailProgPathRmdir           = "path_rmdir"
-	jailProgPathSymlink         = "path_symlink"
-	jailProgPathTruncate        = "path_truncate"
-	jailProgPathUnlink          = "path_unlink"
-	jailProgPtraceAccessCheck   = "ptrace_access_check"
-	jailProgPtraceTraceme       = "ptrace_traceme"
-	jailProgSbMount             = "sb_mount"
-	jailProgSbPivotroot         = "sb_pivotroot"
-	jailProgSbUmount            = "sb_umount"
-	jailProgTaskAlloc           = "task_alloc"
-	jailProgTaskKill            = "task_kill"
-	jailProgUnixMaySend         = "unix_may_send"
-	jailProgUnixStreamConnect   = "unix_stream_connect"
-	jailVarAuditMode            = "audit_mode"
-	jailVarJailCgroupId         = "jail_cgroup_id"
-	jailVarStreamInbounds       = "stream_inbounds"
-	jailVarTtyRdev              = "tty_rdev"
+	jailMapCounters               = "counters"
+	jailMapEvents                 = "events"
+	jailMapMarks                  = "marks"
+	jailMapOwned                  = "owned"
+	jailMapPendings               = "pendings"
+	jailMapReg                    = "reg"
+	jailMapRules                  = "rules"
+	jailMapScratch                = "scratch"
+	jailProgBpf                   = "bpf"
+	jailProgD_instantiate         = "d_instantiate"
+	jailProgFileFcntl             = "file_fcntl"
+	jailProgFileIoctl             = "file_ioctl"
+	jailProgFileIoctlCompat       = "file_ioctl_compat"
+	jailProgFileOpen              = "file_open"
+	jailProgInodeRemovexattr      = "inode_removexattr"
+	jailProgInodeSetattr          = "inode_setattr"
+	jailProgInodeSetattrNoidmap   = "inode_setattr_noidmap"
+	jailProgInodeSetxattr         = "inode_setxattr"
+	jailProgIpcPermission         = "ipc_permission"
+	jailProgKeyAlloc              = "key_alloc"
+	jailProgKeyFree               = "key_free"
+	jailProgKeyPermission         = "key_permission"
+	jailProgMoveMount             = "move_mount"
+	jailProgMsgQueueAllocSecurity = "msg_queue_alloc_security"
+	jailProgMsgQueueFreeSecurity  = "msg_queue_free_security"
+	jailProgPathChmod             = "path_chmod"
+	jailProgPathChown             = "path_chown"
+	jailProgPathChroot            = "path_chroot"
+	jailProgPathLink              = "path_link"
+	jailProgPathMkdir             = "path_mkdir"
+	jailProgPathMknod             = "path_mknod"
+	jailProgPathNotify            = "path_notify"
+	jailProgPathRename            = "path_rename"
+	jailProgPathRmdir             = "path_rmdir"
+	jailProgPathSymlink           = "path_symlink"
+	jailProgPathTruncate          = "path_truncate"
+	jailProgPathUnlink            = "path_unlink"
+	jailProgPtraceAccessCheck     = "ptrace_access_check"
+	jailProgPtraceTraceme         = "ptrace_traceme"
+	jailProgSbMount               = "sb_mount"
+	jailProgSbPivotroot           = "sb_pivotroot"
+	jailProgSbUmount              = "sb_umount"
+	jailProgSemAllocSecurity      = "sem_alloc_security"
+	jailProgSemFreeSecurity       = "sem_free_security"
+	jailProgShmAllocSecurity      = "shm_alloc_security"
+	jailProgShmFreeSecurity       = "shm_free_security"
+	jailProgTaskAlloc             = "task_alloc"
+	jailProgTaskKill              = "task_kill"
+	jailProgUnixMaySend           = "unix_may_send"
+	jailProgUnixStreamConnect     = "unix_stream_connect"
+	jailVarAuditMode              = "audit_mode"
+	jailVarJailCgroupId           = "jail_cgroup_id"
+	jailVarStreamInbounds         = "stream_inbounds"
+	jailVarTtyRdev                = "tty_rdev"
 )
 
 // loadJail returns the embedded CollectionSpec for jail.
@@ -215,37 +228,48 @@ type jailSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type jailProgramSpecs struct {
-	Bpf                 *ebpf.ProgramSpec `ebpf:"bpf"`
-	D_instantiate       *ebpf.ProgramSpec `ebpf:"d_instantiate"`
-	FileFcntl           *ebpf.ProgramSpec `ebpf:"file_fcntl"`
-	FileIoctl           *ebpf.ProgramSpec `ebpf:"file_ioctl"`
-	FileIoctlCompat     *ebpf.ProgramSpec `ebpf:"file_ioctl_compat"`
-	FileOpen            *ebpf.ProgramSpec `ebpf:"file_open"`
-	InodeRemovexattr    *ebpf.ProgramSpec `ebpf:"inode_removexattr"`
-	InodeSetattr        *ebpf.ProgramSpec `ebpf:"inode_setattr"`
-	InodeSetattrNoidmap *ebpf.ProgramSpec `ebpf:"inode_setattr_noidmap"`
-	InodeSetxattr       *ebpf.ProgramSpec `ebpf:"inode_setxattr"`
-	MoveMount           *ebpf.ProgramSpec `ebpf:"move_mount"`
-	PathChmod           *ebpf.ProgramSpec `ebpf:"path_chmod"`
-	PathChown           *ebpf.ProgramSpec `ebpf:"path_chown"`
-	PathChroot          *ebpf.ProgramSpec `ebpf:"path_chroot"`
-	PathLink            *ebpf.ProgramSpec `ebpf:"path_link"`
-	PathMkdir           *ebpf.ProgramSpec `ebpf:"path_mkdir"`
-	PathMknod           *ebpf.ProgramSpec `ebpf:"path_mknod"`
-	PathRename          *ebpf.ProgramSpec `ebpf:"path_rename"`
-	PathRmdir           *ebpf.ProgramSpec `ebpf:"path_rmdir"`
-	PathSymlink         *ebpf.ProgramSpec `ebpf:"path_symlink"`
-	PathTruncate        *ebpf.ProgramSpec `ebpf:"path_truncate"`
-	PathUnlink          *ebpf.ProgramSpec `ebpf:"path_unlink"`
-	PtraceAccessCheck   *ebpf.ProgramSpec `ebpf:"ptrace_access_check"`
-	PtraceTraceme       *ebpf.ProgramSpec `ebpf:"ptrace_traceme"`
-	SbMount             *ebpf.ProgramSpec `ebpf:"sb_mount"`
-	SbPivotroot         *ebpf.ProgramSpec `ebpf:"sb_pivotroot"`
-	SbUmount            *ebpf.ProgramSpec `ebpf:"sb_umount"`
-	TaskAlloc           *ebpf.ProgramSpec `ebpf:"task_alloc"`
-	TaskKill            *ebpf.ProgramSpec `ebpf:"task_kill"`
-	UnixMaySend         *ebpf.ProgramSpec `ebpf:"unix_may_send"`
-	UnixStreamConnect   *ebpf.ProgramSpec `ebpf:"unix_stream_connect"`
+	Bpf                   *ebpf.ProgramSpec `ebpf:"bpf"`
+	D_instantiate         *ebpf.ProgramSpec `ebpf:"d_instantiate"`
+	FileFcntl             *ebpf.ProgramSpec `ebpf:"file_fcntl"`
+	FileIoctl             *ebpf.ProgramSpec `ebpf:"file_ioctl"`
+	FileIoctlCompat       *ebpf.ProgramSpec `ebpf:"file_ioctl_compat"`
+	FileOpen              *ebpf.ProgramSpec `ebpf:"file_open"`
+	InodeRemovexattr      *ebpf.ProgramSpec `ebpf:"inode_removexattr"`
+	InodeSetattr          *ebpf.ProgramSpec `ebpf:"inode_setattr"`
+	InodeSetattrNoidmap   *ebpf.ProgramSpec `ebpf:"inode_setattr_noidmap"`
+	InodeSetxattr         *ebpf.ProgramSpec `ebpf:"inode_setxattr"`
+	IpcPermission         *ebpf.ProgramSpec `ebpf:"ipc_permission"`
+	KeyAlloc              *ebpf.ProgramSpec `ebpf:"key_alloc"`
+	KeyFree               *ebpf.ProgramSpec `ebpf:"key_free"`
+	KeyPermission         *ebpf.ProgramSpec `ebpf:"key_permission"`
+	MoveMount             *ebpf.ProgramSpec `ebpf:"move_mount"`
+	MsgQueueAllocSecurity *ebpf.ProgramSpec `ebpf:"msg_queue_alloc_security"`
+	MsgQueueFreeSecurity  *ebpf.ProgramSpec `ebpf:"msg_queue_free_security"`
+	PathChmod             *ebpf.ProgramSpec `ebpf:"path_chmod"`
+	PathChown             *ebpf.ProgramSpec `ebpf:"path_chown"`
+	PathChroot            *ebpf.ProgramSpec `ebpf:"path_chroot"`
+	PathLink              *ebpf.ProgramSpec `ebpf:"path_link"`
+	PathMkdir             *ebpf.ProgramSpec `ebpf:"path_mkdir"`
+	PathMknod             *ebpf.ProgramSpec `ebpf:"path_mknod"`
+	PathNotify            *ebpf.ProgramSpec `ebpf:"path_notify"`
+	PathRename            *ebpf.ProgramSpec `ebpf:"path_rename"`
+	PathRmdir             *ebpf.ProgramSpec `ebpf:"path_rmdir"`
+	PathSymlink           *ebpf.ProgramSpec `ebpf:"path_symlink"`
+	PathTruncate          *ebpf.ProgramSpec `ebpf:"path_truncate"`
+	PathUnlink            *ebpf.ProgramSpec `ebpf:"path_unlink"`
+	PtraceAccessCheck     *ebpf.ProgramSpec `ebpf:"ptrace_access_check"`
+	PtraceTraceme         *ebpf.ProgramSpec `ebpf:"ptrace_traceme"`
+	SbMount               *ebpf.ProgramSpec `ebpf:"sb_mount"`
+	SbPivotroot           *ebpf.ProgramSpec `ebpf:"sb_pivotroot"`
+	SbUmount              *ebpf.ProgramSpec `ebpf:"sb_umount"`
+	SemAllocSecurity      *ebpf.ProgramSpec `ebpf:"sem_alloc_security"`
+	SemFreeSecurity       *ebpf.ProgramSpec `ebpf:"sem_free_security"`
+	ShmAllocSecurity      *ebpf.ProgramSpec `ebpf:"shm_alloc_security"`
+	ShmFreeSecurity       *ebpf.ProgramSpec `ebpf:"shm_free_security"`
+	TaskAlloc             *ebpf.ProgramSpec `ebpf:"task_alloc"`
+	TaskKill              *ebpf.ProgramSpec `ebpf:"task_kill"`
+	UnixMaySend           *ebpf.ProgramSpec `ebpf:"unix_may_send"`
+	UnixStreamConnect     *ebpf.ProgramSpec `ebpf:"unix_stream_connect"`
 }
 
 // jailMapSpecs contains maps before they are loaded into the kernel.
@@ -255,6 +279,7 @@ type jailMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Events   *ebpf.MapSpec `ebpf:"events"`
 	Marks    *ebpf.MapSpec `ebpf:"marks"`
+	Owned    *ebpf.MapSpec `ebpf:"owned"`
 	Pendings *ebpf.MapSpec `ebpf:"pendings"`
 	Reg      *ebpf.MapSpec `ebpf:"reg"`
 	Rules    *ebpf.MapSpec `ebpf:"rules"`
@@ -294,6 +319,7 @@ type jailMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
 	Events   *ebpf.Map `ebpf:"events"`
 	Marks    *ebpf.Map `ebpf:"marks"`
+	Owned    *ebpf.Map `ebpf:"owned"`
 	Pendings *ebpf.Map `ebpf:"pendings"`
 	Reg      *ebpf.Map `ebpf:"reg"`
 	Rules    *ebpf.Map `ebpf:"rules"`
@@ -305,6 +331,7 @@ func (m *jailMaps) Close() error {
 		m.Counters,
 		m.Events,
 		m.Marks,
+		m.Owned,
 		m.Pendings,
 		m.Reg,
 		m.Rules,
@@ -326,37 +353,48 @@ type jailVariables struct {
 //
 // It can be passed to loadJailObjects or ebpf.CollectionSpec.LoadAndAssign.
 type jailPrograms struct {
-	Bpf                 *ebpf.Program `ebpf:"bpf"`
-	D_instantiate       *ebpf.Program `ebpf:"d_instantiate"`
-	FileFcntl           *ebpf.Program `ebpf:"file_fcntl"`
-	FileIoctl           *ebpf.Program `ebpf:"file_ioctl"`
-	FileIoctlCompat     *ebpf.Program `ebpf:"file_ioctl_compat"`
-	FileOpen            *ebpf.Program `ebpf:"file_open"`
-	InodeRemovexattr    *ebpf.Program `ebpf:"inode_removexattr"`
-	InodeSetattr        *ebpf.Program `ebpf:"inode_setattr"`
-	InodeSetattrNoidmap *ebpf.Program `ebpf:"inode_setattr_noidmap"`
-	InodeSetxattr       *ebpf.Program `ebpf:"inode_setxattr"`
-	MoveMount           *ebpf.Program `ebpf:"move_mount"`
-	PathChmod           *ebpf.Program `ebpf:"path_chmod"`
-	PathChown           *ebpf.Program `ebpf:"path_chown"`
-	PathChroot          *ebpf.Program `ebpf:"path_chroot"`
-	PathLink            *ebpf.Program `ebpf:"path_link"`
-	PathMkdir           *ebpf.Program `ebpf:"path_mkdir"`
-	PathMknod           *ebpf.Program `ebpf:"path_mknod"`
-	PathRename          *ebpf.Program `ebpf:"path_rename"`
-	PathRmdir           *ebpf.Program `ebpf:"path_rmdir"`
-	PathSymlink         *ebpf.Program `ebpf:"path_symlink"`
-	PathTruncate        *ebpf.Program `ebpf:"path_truncate"`
-	PathUnlink          *ebpf.Program `ebpf:"path_unlink"`
-	PtraceAccessCheck   *ebpf.Program `ebpf:"ptrace_access_check"`
-	PtraceTraceme       *ebpf.Program `ebpf:"ptrace_traceme"`
-	SbMount             *ebpf.Program `ebpf:"sb_mount"`
-	SbPivotroot         *ebpf.Program `ebpf:"sb_pivotroot"`
-	SbUmount            *ebpf.Program `ebpf:"sb_umount"`
-	TaskAlloc           *ebpf.Program `ebpf:"task_alloc"`
-	TaskKill            *ebpf.Program `ebpf:"task_kill"`
-	UnixMaySend         *ebpf.Program `ebpf:"unix_may_send"`
-	UnixStreamConnect   *ebpf.Program `ebpf:"unix_stream_connect"`
+	Bpf                   *ebpf.Program `ebpf:"bpf"`
+	D_instantiate         *ebpf.Program `ebpf:"d_instantiate"`
+	FileFcntl             *ebpf.Program `ebpf:"file_fcntl"`
+	FileIoctl             *ebpf.Program `ebpf:"file_ioctl"`
+	FileIoctlCompat       *ebpf.Program `ebpf:"file_ioctl_compat"`
+	FileOpen              *ebpf.Program `ebpf:"file_open"`
+	InodeRemovexattr      *ebpf.Program `ebpf:"inode_removexattr"`
+	InodeSetattr          *ebpf.Program `ebpf:"inode_setattr"`
+	InodeSetattrNoidmap   *ebpf.Program `ebpf:"inode_setattr_noidmap"`
+	InodeSetxattr         *ebpf.Program `ebpf:"inode_setxattr"`
+	IpcPermission         *ebpf.Program `ebpf:"ipc_permission"`
+	KeyAlloc              *ebpf.Program `ebpf:"key_alloc"`
+	KeyFree               *ebpf.Program `ebpf:"key_free"`
+	KeyPermission         *ebpf.Program `ebpf:"key_permission"`
+	MoveMount             *ebpf.Program `ebpf:"move_mount"`
+	MsgQueueAllocSecurity *ebpf.Program `ebpf:"msg_queue_alloc_security"`
+	MsgQueueFreeSecurity  *ebpf.Program `ebpf:"msg_queue_free_security"`
+	PathChmod             *ebpf.Program `ebpf:"path_chmod"`
+	PathChown             *ebpf.Program `ebpf:"path_chown"`
+	PathChroot            *ebpf.Program `ebpf:"path_chroot"`
+	PathLink              *ebpf.Program `ebpf:"path_link"`
+	PathMkdir             *ebpf.Program `ebpf:"path_mkdir"`
+	PathMknod             *ebpf.Program `ebpf:"path_mknod"`
+	PathNotify            *ebpf.Program `ebpf:"path_notify"`
+	PathRename            *ebpf.Program `ebpf:"path_rename"`
+	PathRmdir             *ebpf.Program `ebpf:"path_rmdir"`
+	PathSymlink           *ebpf.Program `ebpf:"path_symlink"`
+	PathTruncate          *ebpf.Program `ebpf:"path_truncate"`
+	PathUnlink            *ebpf.Program `ebpf:"path_unlink"`
+	PtraceAccessCheck     *ebpf.Program `ebpf:"ptrace_access_check"`
+	PtraceTraceme         *ebpf.Program `ebpf:"ptrace_traceme"`
+	SbMount               *ebpf.Program `ebpf:"sb_mount"`
+	SbPivotroot           *ebpf.Program `ebpf:"sb_pivotroot"`
+	SbUmount              *ebpf.Program `ebpf:"sb_umount"`
+	SemAllocSecurity      *ebpf.Program `ebpf:"sem_alloc_security"`
+	SemFreeSecurity       *ebpf.Program `ebpf:"sem_free_security"`
+	ShmAllocSecurity      *ebpf.Program `ebpf:"shm_alloc_security"`
+	ShmFreeSecurity       *ebpf.Program `ebpf:"shm_free_security"`
+	TaskAlloc             *ebpf.Program `ebpf:"task_alloc"`
+	TaskKill              *ebpf.Program `ebpf:"task_kill"`
+	UnixMaySend           *ebpf.Program `ebpf:"unix_may_send"`
+	UnixStreamConnect     *ebpf.Program `ebpf:"unix_stream_connect"`
 }
 
 func (p *jailPrograms) Close() error {
@@ -371,13 +409,20 @@ func (p *jailPrograms) Close() error {
 		p.InodeSetattr,
 		p.InodeSetattrNoidmap,
 		p.InodeSetxattr,
+		p.IpcPermission,
+		p.KeyAlloc,
+		p.KeyFree,
+		p.KeyPermission,
 		p.MoveMount,
+		p.MsgQueueAllocSecurity,
+		p.MsgQueueFreeSecurity,
 		p.PathChmod,
 		p.PathChown,
 		p.PathChroot,
 		p.PathLink,
 		p.PathMkdir,
 		p.PathMknod,
+		p.PathNotify,
 		p.PathRename,
 		p.PathRmdir,
 		p.PathSymlink,
@@ -388,6 +433,10 @@ func (p *jailPrograms) Close() error {
 		p.SbMount,
 		p.SbPivotroot,
 		p.SbUmount,
+		p.SemAllocSecurity,
+		p.SemFreeSecurity,
+		p.ShmAllocSecurity,
+		p.ShmFreeSecurity,
 		p.TaskAlloc,
 		p.TaskKill,
 		p.UnixMaySend,

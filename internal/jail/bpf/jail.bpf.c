@@ -990,6 +990,91 @@ int BPF_PROG(unix_may_send, struct socket *sock, struct socket *other)
 	return unix_report(AL_OP_SEND, sk);
 }
 
+/* SysV shared memory, queues and semaphores are shared by key with every
+ * process of the user: only objects the jail created are its own. Objects
+ * are remembered by address from allocation to free; if one cannot be
+ * remembered, its creation is refused. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} owned SEC(".maps");
+
+static __always_inline int own(void *obj)
+{
+	__u64 k = (__u64)obj;
+	__u32 one = 1;
+
+	if (!jailed())
+		return 0;
+	if (bpf_map_update_elem(&owned, &k, &one, BPF_ANY))
+		return -ENOMEM;
+	return 0;
+}
+
+static __always_inline void disown(void *obj)
+{
+	__u64 k = (__u64)obj;
+
+	bpf_map_delete_elem(&owned, &k);
+}
+
+static __always_inline int owned_by_jail(void *obj)
+{
+	__u64 k = (__u64)obj;
+
+	return bpf_map_lookup_elem(&owned, &k) != 0;
+}
+
+SEC("lsm/shm_alloc_security")
+int BPF_PROG(shm_alloc_security, struct kern_ipc_perm *perm) { return own(perm); }
+SEC("lsm/shm_free_security")
+void BPF_PROG(shm_free_security, struct kern_ipc_perm *perm) { disown(perm); }
+SEC("lsm/msg_queue_alloc_security")
+int BPF_PROG(msg_queue_alloc_security, struct kern_ipc_perm *perm) { return own(perm); }
+SEC("lsm/msg_queue_free_security")
+void BPF_PROG(msg_queue_free_security, struct kern_ipc_perm *perm) { disown(perm); }
+SEC("lsm/sem_alloc_security")
+int BPF_PROG(sem_alloc_security, struct kern_ipc_perm *perm) { return own(perm); }
+SEC("lsm/sem_free_security")
+void BPF_PROG(sem_free_security, struct kern_ipc_perm *perm) { disown(perm); }
+
+SEC("lsm/ipc_permission")
+int BPF_PROG(ipc_permission, struct kern_ipc_perm *ipcp, short flag)
+{
+	if (!jailed() || owned_by_jail(ipcp))
+		return 0;
+	return report(AL_OP_IPC, AL_CLASS_OUTSIDE, 0, 0, 0, 0, ipcp->key);
+}
+
+/* The user's keyrings (session, user, persistent) hold credentials: only keys
+ * the jail created are its own. */
+SEC("lsm/key_alloc")
+int BPF_PROG(key_alloc, struct key *key) { return own(key); }
+SEC("lsm/key_free")
+void BPF_PROG(key_free, struct key *key) { disown(key); }
+
+SEC("lsm/key_permission")
+int BPF_PROG(key_permission, __u64 key_ref)
+{
+	void *key = (void *)(key_ref & ~1ULL); /* the low bit marks possession */
+
+	if (!jailed() || owned_by_jail(key))
+		return 0;
+	return report(AL_OP_KEY, AL_CLASS_OUTSIDE, 0, 0, 0, 0, 0);
+}
+
+/* inotify/fanotify marks: watching outside files tells when the user touches
+ * them. Watching needs read access, as opening would. */
+SEC("lsm/path_notify")
+int BPF_PROG(path_notify, const struct path *path)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_WATCH, path->dentry, P_READ, 0);
+}
+
 /* ---- the jail's own machinery ------------------------------------------ */
 
 SEC("lsm/bpf")

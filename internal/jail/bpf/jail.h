@@ -42,7 +42,9 @@ enum al_op {
 	AL_OP_BPF,
 	AL_OP_IOCTL,
 	AL_OP_FORK,
-	AL_OP_SELFTEST,
+	AL_OP_IPC,
+	AL_OP_KEY,
+	AL_OP_WATCH,
 };
 
 /* Where a target lies, as the kernel classified it. */
@@ -87,8 +89,7 @@ enum al_counter {
 	CNT_SYSTEM,
 	CNT_ESCAPES,
 	CNT_LOST,        /* escape reports dropped because the ring buffer was full */
-	CNT_FORK_DENIED, /* forks refused because membership could not be recorded */
-	CNT_PID_UNTRACKED,
+	CNT_FORK_DENIED, /* forks refused: clone3(CLONE_INTO_CGROUP) from the jail */
 	CNT_MAX,
 };
 
