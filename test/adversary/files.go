@@ -53,4 +53,13 @@ var filesTechniques = []Technique{
 	{Name: "long-name-outside", Family: "files", Doc: "read an outside file whose name is 250 bytes long",
 		Ops: ops("read"), Path: "-secret.txt",
 		Cmd: bash("cat {home}/{longname}"), Effect: leaked},
+	{Name: "inotify-watch-outside", Family: "files", Doc: "inotify_add_watch on ~/.ssh, to learn when the key is used",
+		Ops: ops("watch"), Path: "~/.ssh",
+		Cmd: py(`import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_CLOEXEC)
+wd = libc.inotify_add_watch(fd, b"{home}/.ssh", 0x20 | 0x1)  # IN_OPEN | IN_ACCESS
+if wd < 0:
+    raise SystemExit("inotify_add_watch: " + os.strerror(ctypes.get_errno()))
+print("watch-" + "established")`), Effect: outputHas("watch-established")},
 }

@@ -35,6 +35,7 @@ const (
 	needUring                      // the io_uring program in DIR
 	needDeep                       // a directory chain outside whose path exceeds PATH_MAX
 	needXattr                      // a user.* xattr on ~/outside.txt
+	needIPCOwner                   // an outside process with SysV IPC objects and a key in the user keyring
 )
 
 const (
@@ -286,6 +287,8 @@ func (f *Fixture) startServices(n needs) error {
 			regexp.MustCompile(`ready`)},
 		{needFifoSrv, "fifo", []string{helper, "-technique-helper", "fifo-reader", filepath.Join(f.Home, "run/ctl.fifo")},
 			regexp.MustCompile(`ready`)},
+		{needIPCOwner, "ipc", []string{helper, "-technique-helper", "ipc-owner", strconv.Itoa(f.ipcKey()), f.keyDesc()},
+			regexp.MustCompile(`ready`)},
 		{needPTS, "pts", []string{"script", "-qfc", "tty; echo ready; exec sleep 1000", "/dev/null"},
 			regexp.MustCompile(`(/dev/pts/\d+)\s+ready`)},
 	}
@@ -308,6 +311,15 @@ func (f *Fixture) startServices(n needs) error {
 }
 
 func (f *Fixture) abstractName() string { return "adv-bus-" + f.Marker[len(f.Marker)-8:] }
+
+// ipcKey is the SysV IPC key of the outside segment and queue.
+func (f *Fixture) ipcKey() int {
+	n, _ := strconv.ParseUint(f.Marker[len(f.Marker)-6:], 16, 32)
+	return 0x41000000 | int(n)
+}
+
+// keyDesc names the outside key in the user keyring.
+func (f *Fixture) keyDesc() string { return "adv:" + f.Marker[len(f.Marker)-8:] }
 
 func (f *Fixture) startService(name string, argv []string, ready *regexp.Regexp) (*service, error) {
 	s := &service{name: name, log: filepath.Join(f.Work, "svc-"+name+".log"), done: make(chan struct{})}
@@ -386,6 +398,14 @@ func (f *Fixture) Stop() {
 	}
 	f.services, f.victim, f.pts = nil, nil, ""
 	testenv.KillSurvivors(f.U.UID, nil)
+	// SysV objects outlive their creator.
+	const ipcRmid = 0
+	if id, _, e := syscall.Syscall(syscall.SYS_SHMGET, uintptr(f.ipcKey()), 0, 0); e == 0 {
+		syscall.Syscall(syscall.SYS_SHMCTL, id, ipcRmid, 0)
+	}
+	if id, _, e := syscall.Syscall(syscall.SYS_MSGGET, uintptr(f.ipcKey()), 0, 0); e == 0 {
+		syscall.Syscall(syscall.SYS_MSGCTL, id, ipcRmid, 0)
+	}
 }
 
 // snapshot records everything outside DIR that a jailed technique must

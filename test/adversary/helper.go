@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,10 @@ var helpers = map[string]func(args []string) error{
 	"handle-open": handleOpen,
 	"pivot-root":  pivotRoot,
 	"bpf-map":     bpfMap,
+	"ipc-owner":   ipcOwner,
+	"shm-read":    shmRead,
+	"msg-read":    msgRead,
+	"key-read":    keyRead,
 }
 
 // errSkip carries a reason the attack cannot work on this kernel at all.
@@ -424,3 +429,138 @@ func bpfMap(args []string) error {
 // atFDCWD is AT_FDCWD, which the syscall package does not export on every
 // architecture; a variable so it converts to uintptr.
 var atFDCWD = -100
+
+// SysV IPC and keys.
+
+const (
+	ipcCreat      = 0o1000
+	ipcNowait     = 0o4000
+	shmRdonly     = 0o10000
+	keySpecUser   = -4 // KEY_SPEC_USER_KEYRING
+	keyctlSetperm = 5
+	keyctlSearch  = 10
+	keyctlRead    = 11
+)
+
+// ipcOwner is an outside process that keeps a secret in a SysV shared
+// memory segment and a message queue under KEY, and in a key DESC of the
+// user keyring (readable by the user, as a credential cache's would be).
+func ipcOwner(args []string) error {
+	if err := argc(args, 2, "ipc-owner KEY DESC"); err != nil {
+		return err
+	}
+	key, err := strconv.Atoi(args[0])
+	if err != nil {
+		return err
+	}
+	secret := os.Getenv("VICTIM_SECRET")
+
+	id, _, e := syscall.Syscall(syscall.SYS_SHMGET, uintptr(key), 4096, ipcCreat|0o600)
+	if e != 0 {
+		return fmt.Errorf("shmget: %w", e)
+	}
+	addr, _, e := syscall.Syscall(syscall.SYS_SHMAT, id, 0, 0)
+	if e != 0 {
+		return fmt.Errorf("shmat: %w", e)
+	}
+	copy(unsafe.Slice((*byte)(attached(addr)), 4096), "shm-"+secret+"\x00")
+
+	q, _, e := syscall.Syscall(syscall.SYS_MSGGET, uintptr(key), ipcCreat|0o600, 0)
+	if e != 0 {
+		return fmt.Errorf("msgget: %w", e)
+	}
+	msg := append([]byte{1, 0, 0, 0, 0, 0, 0, 0}, "msg-"+secret...) // long mtype = 1, then the text
+	if _, _, e := syscall.Syscall6(syscall.SYS_MSGSND, q, uintptr(unsafe.Pointer(&msg[0])), uintptr(len(msg)-8), ipcNowait, 0, 0); e != 0 {
+		return fmt.Errorf("msgsnd: %w", e)
+	}
+
+	typ, _ := syscall.BytePtrFromString("user")
+	desc, _ := syscall.BytePtrFromString(args[1])
+	payload := []byte("key-" + secret)
+	ring := keySpecUser
+	k, _, e := syscall.Syscall6(syscall.SYS_ADD_KEY, uintptr(unsafe.Pointer(typ)), uintptr(unsafe.Pointer(desc)),
+		uintptr(unsafe.Pointer(&payload[0])), uintptr(len(payload)), uintptr(ring), 0)
+	if e != 0 {
+		return fmt.Errorf("add_key: %w", e)
+	}
+	// Possessor and user: view, read, write, search, link, setattr.
+	if _, _, e := syscall.Syscall(syscall.SYS_KEYCTL, keyctlSetperm, k, 0x3f3f0000); e != 0 {
+		return fmt.Errorf("keyctl setperm: %w", e)
+	}
+	fmt.Printf("ready shm=%d msq=%d key=%d\n", id, q, k)
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+func ipcKeyArg(args []string, usage string) (uintptr, error) {
+	if err := argc(args, 1, usage); err != nil {
+		return 0, err
+	}
+	key, err := strconv.Atoi(args[0])
+	return uintptr(key), err
+}
+
+func shmRead(args []string) error {
+	key, err := ipcKeyArg(args, "shm-read KEY")
+	if err != nil {
+		return err
+	}
+	id, _, e := syscall.Syscall(syscall.SYS_SHMGET, key, 0, 0)
+	if e != 0 {
+		return fmt.Errorf("shmget: %w", e)
+	}
+	addr, _, e := syscall.Syscall(syscall.SYS_SHMAT, id, 0, shmRdonly)
+	if e != 0 {
+		return fmt.Errorf("shmat: %w", e)
+	}
+	b := unsafe.Slice((*byte)(attached(addr)), 4096)
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	fmt.Printf("%s\n", b)
+	return nil
+}
+
+func msgRead(args []string) error {
+	key, err := ipcKeyArg(args, "msg-read KEY")
+	if err != nil {
+		return err
+	}
+	q, _, e := syscall.Syscall(syscall.SYS_MSGGET, key, 0, 0)
+	if e != 0 {
+		return fmt.Errorf("msgget: %w", e)
+	}
+	buf := make([]byte, 8+4096)
+	n, _, e := syscall.Syscall6(syscall.SYS_MSGRCV, q, uintptr(unsafe.Pointer(&buf[0])), 4096, 0, ipcNowait, 0)
+	if e != 0 {
+		return fmt.Errorf("msgrcv: %w", e)
+	}
+	fmt.Printf("%s\n", buf[8:8+n])
+	return nil
+}
+
+func keyRead(args []string) error {
+	if err := argc(args, 1, "key-read DESC"); err != nil {
+		return err
+	}
+	typ, _ := syscall.BytePtrFromString("user")
+	desc, _ := syscall.BytePtrFromString(args[0])
+	ring := keySpecUser
+	k, _, e := syscall.Syscall6(syscall.SYS_KEYCTL, keyctlSearch, uintptr(ring),
+		uintptr(unsafe.Pointer(typ)), uintptr(unsafe.Pointer(desc)), 0, 0)
+	if e != 0 {
+		return fmt.Errorf("keyctl search @u: %w", e)
+	}
+	buf := make([]byte, 4096)
+	n, _, e := syscall.Syscall6(syscall.SYS_KEYCTL, keyctlRead, k, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
+	if e != 0 {
+		return fmt.Errorf("keyctl read: %w", e)
+	}
+	fmt.Printf("%s\n", buf[:min(int(n), len(buf))])
+	return nil
+}
+
+// attached turns the address shmat returned into a pointer. The segment is
+// outside the Go heap, so the collector never moves or frees it.
+func attached(addr uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&addr)) }

@@ -26,4 +26,7 @@ var kernelTechniques = []Technique{
 			}
 			return ""
 		}},
+	{Name: "keyring-read", Family: "kernel", Doc: "search the user keyring (@u) for a key an outside process stored, and read it",
+		Ops: ops("keyring"), Needs: needHelper | needIPCOwner,
+		Cmd: helper(nil, "key-read", "{keydesc}"), Effect: leaked},
 }

@@ -48,7 +48,6 @@ type suite struct {
 	run          *testenv.Runner
 	baselineOnly bool
 	verbose      bool
-	timeout      time.Duration
 }
 
 func run() int {
@@ -101,7 +100,7 @@ func run() int {
 		return 2
 	}
 	defer cleanup()
-	s.verbose, s.timeout = *verbose, *timeout
+	s.verbose = *verbose
 	s.run.Timeout = *timeout
 
 	if !s.baselineOnly {
@@ -236,30 +235,12 @@ func (s *suite) preflight(ctx context.Context) error {
 }
 
 // broken says why a jailed run tells nothing about the technique, or "".
-func (s *suite) broken(o *outcome) string {
-	res := o.res
-	switch {
-	case res.Err != nil:
-		return fmt.Sprintf("could not run agent-lock: %v", res.Err)
-	case res.TimedOut:
-		return fmt.Sprintf("timed out after %v: %s", s.timeout, testenv.Tail(res.Output, 3))
-	case res.Exit == testenv.ExitAgentLock:
-		return fmt.Sprintf("agent-lock failed (exit 125): %s", testenv.Tail(res.Output, 3))
-	case !strings.Contains(o.out, startedMark):
-		return fmt.Sprintf("the command never started in the jail (exit %d): %s", res.Exit, testenv.Tail(res.Output, 3))
-	case res.ReportErr != nil:
-		return res.ReportErr.Error()
-	}
-	if err := res.Report.Complete(res.Exit); err != nil {
-		return err.Error()
-	}
-	return ""
-}
+func (s *suite) broken(o *outcome) string { return testenv.JailProblem(o.res) }
 
 // once runs t's command, unjailed or jailed, and collects what it left.
 func (s *suite) once(ctx context.Context, t *Technique, jailed bool) *outcome {
 	f := s.fix
-	argv := append([]string{"/bin/sh", "-c", "echo " + startedMark + `; exec "$@"`, "sh"}, t.Cmd(f)...)
+	argv := testenv.StartWrapper(t.Cmd(f))
 
 	var extra []*os.File
 	if t.InheritHome {

@@ -65,9 +65,6 @@ type outcome struct {
 // attack impossible even without a jail; it prints "SKIP: reason".
 const exitSkip = 77
 
-// startedMark shows the attack's process really started.
-const startedMark = "__adv_started__"
-
 // expander replaces {name} placeholders with fixture values.
 func (f *Fixture) expand(s string) string {
 	r := []string{
@@ -78,6 +75,8 @@ func (f *Fixture) expand(s string) string {
 		"{longname}", longName,
 		"{abstract}", f.abstractName(),
 		"{pts}", f.pts,
+		"{ipckey}", strconv.Itoa(f.ipcKey()),
+		"{keydesc}", f.keyDesc(),
 	}
 	if f.victim != nil {
 		r = append(r, "{vpid}", f.victim.field("pid"), "{vaddr}", f.victim.field("addr"),
@@ -232,12 +231,10 @@ func ptraceScope(f *Fixture) string {
 
 func missing(tool string) func(*Fixture) string {
 	return func(*Fixture) string {
-		for _, d := range filepath.SplitList(testenv.PathEnv) {
-			if _, err := os.Stat(filepath.Join(d, tool)); err == nil {
-				return ""
-			}
+		if testenv.Which(tool) == "" {
+			return tool + " is not installed"
 		}
-		return tool + " is not installed"
+		return ""
 	}
 }
 

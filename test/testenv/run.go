@@ -205,3 +205,45 @@ func ShellJoin(argv []string) string {
 	}
 	return strings.Join(q, " ")
 }
+
+// StartMark is echoed by a suite's wrapper before it runs the command
+// under test, to tell "the command failed" from "it never started".
+const StartMark = "__suite_started__"
+
+// StartWrapper prefixes argv with a shell that prints StartMark and then
+// becomes argv.
+func StartWrapper(argv []string) []string {
+	return append([]string{"/bin/sh", "-c", "echo " + StartMark + `; exec "$@"`, "sh"}, argv...)
+}
+
+// JailProblem says why a jailed run tells nothing about its command (it
+// did not start, agent-lock failed, the report is incomplete), or "".
+func JailProblem(res Result) string {
+	switch {
+	case res.Err != nil:
+		return fmt.Sprintf("could not run agent-lock: %v", res.Err)
+	case res.TimedOut:
+		return fmt.Sprintf("timed out after %v: %s", res.Elapsed.Round(time.Second), Tail(res.Output, 3))
+	case res.Exit == ExitAgentLock:
+		return fmt.Sprintf("agent-lock failed (exit 125): %s", Tail(res.Output, 3))
+	case !bytes.Contains(res.Output, []byte(StartMark)):
+		return fmt.Sprintf("the command never started in the jail (exit %d): %s", res.Exit, Tail(res.Output, 3))
+	case res.ReportErr != nil:
+		return res.ReportErr.Error()
+	}
+	if err := res.Report.Complete(res.Exit); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// Which finds name in PathEnv, the PATH every run gets; "" if absent.
+func Which(name string) string {
+	for _, d := range filepath.SplitList(PathEnv) {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
