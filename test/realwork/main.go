@@ -175,9 +175,10 @@ func (w *runner) argv(j job) []string {
 }
 
 func (w *runner) runJob(ctx context.Context, j job, jailed bool) testenv.Result {
-	r := *w.r
-	if j.timeout > r.Timeout {
+	r := w.r
+	if saved := r.Timeout; j.timeout > saved {
 		r.Timeout = j.timeout
+		defer func() { r.Timeout = saved }()
 	}
 	if jailed {
 		return r.Jailed(ctx, w.argv(j), w.dir)
@@ -193,13 +194,11 @@ func (w *runner) preflight(ctx context.Context) error {
 	if err := w.reset(); err != nil {
 		return err
 	}
-	res := w.r.Jailed(ctx, testenv.StartWrapper([]string{"true"}), w.dir)
-	if p := testenv.JailProblem(res); p != "" {
-		return fmt.Errorf("a harmless command under agent-lock: %s", p)
+	took, err := w.r.MeasureStart(ctx, w.dir)
+	if err != nil {
+		return err
 	}
-	if res.Exit != 0 {
-		return fmt.Errorf("a harmless command under agent-lock exited %d: %s", res.Exit, testenv.Tail(res.Output, 5))
-	}
+	fmt.Printf("realwork: agent-lock runs a trivial command in %v here\n", took.Round(time.Millisecond))
 	return nil
 }
 

@@ -27,6 +27,9 @@ type Runner struct {
 	AgentLock string        // absolute path of the agent-lock binary; empty in baseline-only mode
 	Scratch   string        // a root-only directory for reports
 	Timeout   time.Duration // per run, unless the Proc says otherwise
+	// Overhead is added to the timeout of jailed runs: agent-lock's own
+	// start (loading and verifying its programs) is slow under emulation.
+	Overhead time.Duration
 
 	n int
 }
@@ -110,9 +113,30 @@ func (r *Runner) Unjailed(ctx context.Context, argv []string, dir, tmpdir string
 // user) and reads the report.
 func (r *Runner) Jailed(ctx context.Context, argv []string, dir string, extraEnv ...string) Result {
 	report := r.NextReport()
-	res := r.Run(ctx, Proc{Argv: r.JailArgv(dir, report, argv), Dir: dir, Env: r.RootEnv(extraEnv...)})
+	res := r.Run(ctx, Proc{Argv: r.JailArgv(dir, report, argv), Dir: dir, Env: r.RootEnv(extraEnv...), Timeout: r.JailTimeout()})
 	r.ReadReport(&res, report)
 	return res
+}
+
+// JailTimeout is the time limit of a jailed run.
+func (r *Runner) JailTimeout() time.Duration { return r.Timeout + r.Overhead }
+
+// MeasureStart runs a harmless command under agent-lock (with a generous
+// limit, since nothing is known yet), sets Overhead from how long it took,
+// and says what is wrong if it did not work.
+func (r *Runner) MeasureStart(ctx context.Context, dir string) (time.Duration, error) {
+	saved := r.Timeout
+	r.Timeout = 5 * time.Minute
+	res := r.Jailed(ctx, StartWrapper([]string{"true"}), dir)
+	r.Timeout = saved
+	if p := JailProblem(res); p != "" {
+		return 0, fmt.Errorf("a harmless command under agent-lock: %s", p)
+	}
+	if res.Exit != 0 {
+		return 0, fmt.Errorf("a harmless command under agent-lock exited %d: %s", res.Exit, Tail(res.Output, 5))
+	}
+	r.Overhead = 2 * res.Elapsed
+	return res.Elapsed, nil
 }
 
 // ReadReport fills in res's report fields from path.
