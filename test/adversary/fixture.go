@@ -36,6 +36,7 @@ const (
 	needDeep                       // a directory chain outside whose path exceeds PATH_MAX
 	needXattr                      // a user.* xattr on ~/outside.txt
 	needIPCOwner                   // an outside process with SysV IPC objects and a key in the user keyring
+	needCgroup                     // cgroups adv-deleg/{src,dst} delegated to the user; unjailed runs start in src
 )
 
 const (
@@ -169,6 +170,11 @@ func (f *Fixture) Reset(t *Technique) error {
 			return fmt.Errorf("fixture: mkfifo: %w", err)
 		}
 		os.Chown(fifo, u.UID, u.GID)
+	}
+	if t.Needs&needCgroup != 0 && f.cgroupRoot() != "" {
+		if err := f.makeCgroups(); err != nil {
+			return fmt.Errorf("fixture: cgroups: %w", err)
+		}
 	}
 	if t.Setup != nil {
 		if err := t.Setup(f); err != nil {
@@ -398,6 +404,17 @@ func (f *Fixture) Stop() {
 	}
 	f.services, f.victim, f.pts = nil, nil, ""
 	testenv.KillSurvivors(f.U.UID, nil)
+	if root := f.cgroupRoot(); root != "" {
+		for _, d := range []string{"adv-deleg/src", "adv-deleg/dst", "adv-deleg"} {
+			// EBUSY until the killed processes are gone.
+			for i := 0; i < 20 && os.Remove(filepath.Join(root, d)) != nil; i++ {
+				if _, err := os.Stat(filepath.Join(root, d)); err != nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
 	// SysV objects outlive their creator.
 	const ipcRmid = 0
 	if id, _, e := syscall.Syscall(syscall.SYS_SHMGET, uintptr(f.ipcKey()), 0, 0); e == 0 {
@@ -536,4 +553,45 @@ func readLines(s string) []string {
 		out = append(out, sc.Text())
 	}
 	return out
+}
+
+// cgroupRoot is where the cgroup2 hierarchy is mounted, or "".
+func (f *Fixture) cgroupRoot() string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - FSTYPE SOURCE SUPEROPTS
+		pre, post, ok := strings.Cut(l, " - ")
+		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		if fields := strings.Fields(pre); len(fields) >= 5 && fields[3] == "/" {
+			return fields[4]
+		}
+	}
+	return ""
+}
+
+// makeCgroups delegates adv-deleg and its children src and dst to the
+// user, as a systemd user slice would be.
+func (f *Fixture) makeCgroups() error {
+	root := f.cgroupRoot()
+	for _, d := range []string{"adv-deleg", "adv-deleg/src", "adv-deleg/dst"} {
+		p := filepath.Join(root, d)
+		if err := os.Mkdir(p, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+		for _, name := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+			if err := os.Chown(filepath.Join(p, name), f.U.UID, f.U.GID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (f *Fixture) cgroupDir(name string) string {
+	return filepath.Join(f.cgroupRoot(), "adv-deleg", name)
 }

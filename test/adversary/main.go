@@ -254,6 +254,12 @@ func (s *suite) once(ctx context.Context, t *Technique, jailed bool) *outcome {
 	os.Chown(tmpdir, f.U.UID, f.U.GID)
 
 	p := testenv.Proc{Argv: argv, Dir: f.Dir, ExtraFiles: extra, AsUser: !jailed, Env: s.run.UserEnv(tmpdir)}
+	if t.Needs&needCgroup != 0 && !jailed {
+		if cg, err := os.Open(f.cgroupDir("src")); err == nil {
+			defer cg.Close()
+			p.Cgroup = cg
+		}
+	}
 	report := ""
 	if jailed {
 		report = s.run.NextReport()

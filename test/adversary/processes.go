@@ -1,5 +1,10 @@
 package main
 
+import (
+	"os"
+	"strings"
+)
+
 // Every process technique aims at the victim: a process of the same user
 // started outside the jail, with a secret in its memory and environment,
 // the key open on a descriptor, and ~/project2 as its working directory.
@@ -30,6 +35,16 @@ var processTechniques = []Technique{
 	{Name: "proc-pid-fd", Family: "processes", Doc: "open the victim's key descriptor through /proc/PID/fd",
 		Ops: ops("read", "ptrace"), Needs: needVictim,
 		Cmd: bash("cat /proc/{vpid}/fd/{vfd}"), Effect: leaked},
+	{Name: "proc-pid-oom-adj", Family: "processes", Doc: "make the victim the OOM killer's first pick via /proc/PID/oom_score_adj",
+		Ops: ops("write", "ptrace"), Needs: needVictim,
+		Cmd: bash("echo 1000 > /proc/{vpid}/oom_score_adj"),
+		Effect: func(f *Fixture, o *outcome) string {
+			b, _ := os.ReadFile(f.expand("/proc/{vpid}/oom_score_adj"))
+			if strings.TrimSpace(string(b)) == "1000" {
+				return "the victim's oom_score_adj is now 1000"
+			}
+			return ""
+		}},
 	{Name: "pidfd-getfd", Family: "processes", Doc: "pidfd_open + pidfd_getfd the victim's key descriptor",
 		Ops: ops("ptrace", "read"), Target: true, Needs: needHelper | needVictim, Skip: ptraceScope,
 		Cmd: helper(nil, "pidfd-getfd", "{vpid}", "{vfd}"), Effect: leaked},
@@ -42,4 +57,38 @@ var processTechniques = []Technique{
 	{Name: "pidfd-send-signal", Family: "processes", Doc: "pidfd_send_signal SIGTERM to the victim",
 		Ops: ops("signal"), Target: true, Needs: needHelper | needVictim,
 		Cmd: helper(nil, "pidfd-kill", "{vpid}"), Effect: victimDead},
+	{Name: "fsetown-signal", Family: "processes", Doc: "F_SETOWN a pipe to the victim with F_SETSIG SIGTERM, then make it readable",
+		Ops: ops("signal"), Target: true, Needs: needVictim,
+		Cmd: py(`import fcntl, os, signal
+r, w = os.pipe()
+fcntl.fcntl(r, fcntl.F_SETOWN, {vpid})
+fcntl.fcntl(r, 10, signal.SIGTERM)  # F_SETSIG
+fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
+os.write(w, b"x")`), Effect: victimDead},
+	{Name: "clone-into-cgroup", Family: "processes", Doc: "clone3(CLONE_INTO_CGROUP) a child into a cgroup the user may write",
+		// Unjailed, the attack starts in a cgroup delegated to the user, so
+		// that moving to its sibling is allowed; the jail's cgroup is not.
+		Ops: ops("fork"), Needs: needCgroup, Skip: noCgroup2,
+		Cmd: py(`import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class CloneArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("flags", "pidfd", "child_tid", "parent_tid",
+        "exit_signal", "stack", "stack_size", "tls", "set_tid", "set_tid_size", "cgroup")]
+fd = os.open("{cgdst}", os.O_RDONLY | os.O_DIRECTORY)
+args = CloneArgs(flags=0x200000000, exit_signal=17, cgroup=fd)  # CLONE_INTO_CGROUP, SIGCHLD
+pid = libc.syscall(435, ctypes.byref(args), ctypes.sizeof(args))  # clone3
+if pid == 0:
+    print("cgroup-escape", open("/proc/self/cgroup").read().split("\n")[-2], flush=True)
+    os._exit(0)
+if pid < 0:
+    raise SystemExit("clone3: " + os.strerror(ctypes.get_errno()))
+os.waitpid(pid, 0)`), Effect: outputHas("cgroup-escape 0::/adv-deleg/dst")},
+}
+
+// noCgroup2 skips where no cgroup2 hierarchy is mounted.
+func noCgroup2(f *Fixture) string {
+	if f.cgroupRoot() == "" {
+		return "no cgroup2 hierarchy is mounted"
+	}
+	return ""
 }

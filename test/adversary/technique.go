@@ -77,6 +77,7 @@ func (f *Fixture) expand(s string) string {
 		"{pts}", f.pts,
 		"{ipckey}", strconv.Itoa(f.ipcKey()),
 		"{keydesc}", f.keyDesc(),
+		"{cgdst}", f.cgroupDir("dst"),
 	}
 	if f.victim != nil {
 		r = append(r, "{vpid}", f.victim.field("pid"), "{vaddr}", f.victim.field("addr"),

@@ -42,6 +42,7 @@ type Proc struct {
 	AsUser     bool     // run with the test user's credentials; otherwise as root
 	Stdin      *os.File // nil: /dev/null
 	ExtraFiles []*os.File
+	Cgroup     *os.File      // a cgroup2 directory to start in; nil: the caller's
 	Timeout    time.Duration // 0: the Runner's
 }
 
@@ -167,6 +168,10 @@ func (r *Runner) Run(ctx context.Context, p Proc) Result {
 	}
 	cmd.ExtraFiles = p.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.Cgroup != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(p.Cgroup.Fd())
+	}
 	if p.AsUser {
 		cmd.SysProcAttr.Credential = &syscall.Credential{
 			Uid:    uint32(r.User.UID),
