@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The test suite run inside each vmtest guest (`make vmtest`), as root, from
+# the repository root. Everything it runs was built on the host before boot
+# (`make build test-bins`); the guest sees the repository read-only.
+#
+# Each step prints "guest-suite: PASS|FAIL|SKIP <step>"; the script exits
+# non-zero if any step failed.
+set -uo pipefail
+
+repo=$(pwd)
+failed=()
+
+# step NAME CMD...: runs CMD and records its verdict.
+step() {
+	local name=$1 rc
+	shift
+	echo "guest-suite: RUN  $name"
+	"$@"
+	rc=$?
+	if [ "$rc" -eq 0 ]; then
+		echo "guest-suite: PASS $name"
+	else
+		echo "guest-suite: FAIL $name (exit $rc)"
+		failed+=("$name")
+	fi
+}
+
+check_lsm() {
+	local lsm
+	lsm=$(cat /sys/kernel/security/lsm) || return 1
+	echo "active LSMs: $lsm"
+	# The jail is BPF LSM programs: a guest without bpf in the list tests
+	# nothing, and every kernel of the matrix has it when asked on the
+	# command line.
+	case ",$lsm," in
+	*,bpf,*) ;;
+	*)
+		echo "bpf is not an active LSM"
+		return 1
+		;;
+	esac
+}
+
+check_user() {
+	id jailtest && [ -d /home/jailtest ] && [ "$(stat -c %u /home/jailtest)" = "$(id -u jailtest)" ]
+}
+
+# run_test_binary BIN: runs a `go test -c` binary from its package's
+# directory, as `go test` would, so that testdata/ is found. Binaries live
+# at .build/tests/<package path>.test.
+run_test_binary() {
+	local bin=$1 pkg
+	pkg=${bin#.build/tests/}
+	pkg=${pkg%.test}
+	(cd "$repo/$pkg" && "$repo/$bin" -test.v -test.count=1 -test.timeout="${GUEST_TEST_TIMEOUT:-10m}")
+}
+
+echo "guest-suite: kernel $(uname -r) (${AGENT_LOCK_KERNEL:-unknown suite})"
+step lsm check_lsm
+step user check_user
+
+mapfile -t bins < <(find .build/tests -name '*.test' -type f -perm -u+x 2>/dev/null | sort)
+if [ "${#bins[@]}" -eq 0 ]; then
+	echo "guest-suite: SKIP tests (no test binaries in .build/tests; run make test-bins)"
+fi
+for bin in "${bins[@]}"; do
+	step "${bin#.build/tests/}" run_test_binary "$bin"
+done
+
+for runner in adversary realwork; do
+	if [ -x ".build/$runner" ]; then
+		step "$runner" ".build/$runner" -agent-lock .build/agent-lock
+	else
+		echo "guest-suite: SKIP $runner (.build/$runner not built)"
+	fi
+done
+
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo "guest-suite: FAILED on $(uname -r): ${failed[*]}"
+	exit 1
+fi
+echo "guest-suite: all passed on $(uname -r)"
