@@ -6,11 +6,12 @@ import "strings"
 var terminalTechniques = []Technique{
 	{Name: "tiocsti", Family: "terminal", Doc: "TIOCSTI a line into the agent's own terminal, for the user's shell to run after it exits",
 		Ops: ops("ioctl"), TTY: true, Skip: noLegacyTIOCSTI,
-		Cmd: py(`import fcntl, os, termios
+		Cmd: py(`import errno, fcntl, os, termios
 try:
     os.close(os.open("/dev/tty", os.O_RDWR))
 except OSError as e:
-    print("no-controlling-tty:", e); raise SystemExit(1)
+    if e.errno == errno.ENXIO:  # no controlling terminal: nothing would read the line
+        print("no-controlling-tty:", e); raise SystemExit(1)
 for c in b"tiocsti-ok\n":
     fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))`),
 		Effect: outputHas("GOT:tiocsti-ok"),
