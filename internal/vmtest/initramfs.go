@@ -40,6 +40,16 @@ var guestTmpfs = []struct{ Path, Options string }{
 	{"/run", "mode=755,nosuid,nodev"},
 }
 
+// maskedBy returns the guestTmpfs folder that hides dir, or "".
+func maskedBy(dir string) string {
+	for _, t := range guestTmpfs {
+		if dir == t.Path || strings.HasPrefix(dir, t.Path+"/") {
+			return t.Path
+		}
+	}
+	return ""
+}
+
 // guestSpec is everything the guest init scripts are generated from.
 type guestSpec struct {
 	Suite   string
@@ -66,8 +76,18 @@ m() { mount "$@" || die "mount $*"; }
 		fmt.Fprintf(&b, "insmod /lib/modules/%s || die 'insmod %s'\n", mod, mod)
 	}
 	b.WriteString("m -t virtiofs -o ro hostroot /mnt\n")
+	// A working directory under a masked folder (a CI checkout in /home or
+	// /tmp) is held by a bind mount while the tmpfs goes on, then moved
+	// back to its own path on top of it.
+	masked := maskedBy(s.Dir) != ""
+	if masked {
+		fmt.Fprintf(&b, "mkdir /workdir\nm --bind %s /workdir\n", shellQuote("/mnt"+s.Dir))
+	}
 	for _, t := range guestTmpfs {
 		fmt.Fprintf(&b, "m -t tmpfs -o %s tmpfs /mnt%s\n", t.Options, t.Path)
+	}
+	if masked {
+		fmt.Fprintf(&b, "mkdir -p %[1]s\nm --move /workdir %[1]s\n", shellQuote("/mnt"+s.Dir))
 	}
 	fmt.Fprintf(&b, `m -t proc proc /mnt/proc
 m -t sysfs sysfs /mnt/sys

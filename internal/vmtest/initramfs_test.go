@@ -154,6 +154,20 @@ func TestStage1(t *testing.T) {
 		t.Error("tmpfs mounted before the host root")
 	}
 	shellSyntax(t, s)
+	if strings.Contains(s, "/workdir") {
+		t.Error("a working directory outside the masked folders was bind-mounted")
+	}
+
+	spec := testSpec()
+	spec.Dir = "/home/runner/work/it's"
+	s = stage1(spec)
+	bind := strings.Index(s, `m --bind '/mnt/home/runner/work/it'\''s' /workdir`)
+	home := strings.Index(s, "tmpfs /mnt/home\n")
+	move := strings.Index(s, `m --move /workdir '/mnt/home/runner/work/it'\''s'`)
+	if bind < 0 || home < bind || move < home {
+		t.Errorf("working directory under /home not carried over the tmpfs:\n%s", s)
+	}
+	shellSyntax(t, s)
 }
 
 func TestStage2(t *testing.T) {

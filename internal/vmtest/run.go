@@ -35,9 +35,10 @@ const DefaultTimeout = 20 * time.Minute
 
 // Options describe one command run in a guest.
 type Options struct {
-	// Dir is the working directory of the command, an absolute host path;
-	// the guest sees the host's root read-only at the same paths. The
-	// default is the current directory.
+	// Dir is the working directory of the command, a host path; the guest
+	// sees the host's root read-only at the same paths, and this folder
+	// even where it lies under one the guest masks (/home, /tmp, ...).
+	// The default is the current directory.
 	Dir string
 	// Env adds K=V variables to the command's environment, overriding the
 	// defaults (PATH, HOME=/root, TERM=dumb, AGENT_LOCK_VM=1,
@@ -226,14 +227,19 @@ func (o *Options) defaults() error {
 	if err != nil {
 		return err
 	}
-	o.Dir = dir
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
+	// The guest sees host paths as they are on disk, and a symlink in the
+	// path could lead into a folder the guest masks.
+	if o.Dir, err = filepath.EvalSymlinks(dir); err != nil {
 		return err
 	}
+	for _, p := range []string{"/proc", "/sys", "/dev"} {
+		if o.Dir == p || strings.HasPrefix(o.Dir, p+"/") {
+			return fmt.Errorf("%s is not visible in the guest, which has its own %s", dir, p)
+		}
+	}
 	for _, t := range guestTmpfs {
-		if real == t.Path || strings.HasPrefix(real, t.Path+"/") {
-			return fmt.Errorf("%s is not visible in the guest, which has an empty tmpfs on %s", o.Dir, t.Path)
+		if o.Dir == t.Path {
+			return fmt.Errorf("%s cannot be the working directory: the guest has an empty tmpfs there", dir)
 		}
 	}
 	for _, kv := range o.Env {

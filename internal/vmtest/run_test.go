@@ -58,10 +58,18 @@ func TestOptionsDefaults(t *testing.T) {
 	if o.Timeout != DefaultTimeout || o.MemoryMB != 2048 || o.CPUs != 2 {
 		t.Errorf("defaults = %+v", o)
 	}
+	// Folders under a masked one are carried into the guest.
+	tmp := t.TempDir()
+	o = Options{Command: []string{"true"}, Dir: tmp}
+	if err := o.defaults(); err != nil {
+		t.Errorf("Dir %s: %v", tmp, err)
+	}
 	for _, bad := range []Options{
 		{},
 		{Command: []string{"true"}, Dir: "/tmp"},
 		{Command: []string{"true"}, Dir: "/var/tmp"},
+		{Command: []string{"true"}, Dir: "/proc/self"},
+		{Command: []string{"true"}, Dir: "/nonexistent"},
 		{Command: []string{"true"}, Dir: "/", Env: []string{"NOEQUALS"}},
 		{Command: []string{"true"}, Dir: "/", Env: []string{"=v"}},
 	} {
