@@ -1,0 +1,101 @@
+# agent-lock build and test entry points. A newcomer runs `make test`
+# (as root: it installs packages and boots kernels); CI runs .ci/run.
+#
+# The jail only works on kernels that run BPF LSM programs, which the
+# development machines' kernel does not; `make vmtest` runs the enforcement
+# tests inside QEMU on Debian's bookworm, trixie and forky kernels (see
+# internal/vmtest). Pick kernels with VMTEST_FLAGS=-kernels=bookworm.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+GO ?= go
+BUILD := .build
+# Packages whose tests need the VM: compiled on the host by test-bins and
+# run in every guest by test/guest-suite.sh.
+VM_TEST_PKGS ?= ./internal/jail
+VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
+VMTEST_FLAGS ?=
+BPF_CLANG ?= clang-19
+
+# qemu-system-x86 brings virtiofsd; busybox-static is the guests'
+# initramfs; gcc and libc6-dev are cgo for `go test -race`.
+DEPS := qemu-system-x86 busybox-static gcc libc6-dev
+GENERATE_DEPS := clang-19 llvm-19 libc6-dev
+
+.PHONY: test build test-bins unit vmtest vmtest-self adversary deps generate-deps generate check-generate clean
+
+test:
+	$(MAKE) deps
+	$(MAKE) unit
+	$(MAKE) vmtest
+
+build:
+	$(GO) build -o $(BUILD)/agent-lock ./cmd/agent-lock
+
+# Test binaries live at .build/tests/<package path>.test so the guest can
+# run each from its package directory.
+test-bins:
+	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork
+	@for pkg in $(VM_TEST_PKGS); do \
+		dir=$${pkg#./}; \
+		if ! compgen -G "$$dir/*_test.go" >/dev/null; then \
+			echo "test-bins: $$pkg has no tests, skipped"; continue; \
+		fi; \
+		echo "$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir"; \
+		$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir; \
+	done
+	@for runner in adversary realwork; do \
+		if [ "$$($(GO) list -f '{{.Name}}' ./test/$$runner 2>/dev/null)" = main ]; then \
+			echo "$(GO) build -o $(BUILD)/$$runner ./test/$$runner"; \
+			$(GO) build -o $(BUILD)/$$runner ./test/$$runner; \
+		else \
+			echo "test-bins: test/$$runner is not a command (yet), skipped"; \
+		fi; \
+	done
+
+unit:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+vmtest: build test-bins
+	$(VMTEST) $(VMTEST_FLAGS) -- bash test/guest-suite.sh
+
+# The harness's own boot test: exit statuses, environment and working
+# directory make it through every kernel.
+vmtest-self:
+	AGENT_LOCK_VMTEST_BOOT=1 $(GO) test -count=1 -run '^TestBoot$$' -v ./internal/vmtest
+
+adversary: build
+	$(GO) build -o $(BUILD)/adversary ./test/adversary
+	$(VMTEST) $(VMTEST_FLAGS) -- $(BUILD)/adversary -agent-lock $(BUILD)/agent-lock
+
+# Installs only what is missing, so it is quick on a prepared machine.
+define apt_install
+	missing=$$(for p in $(1); do \
+		dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "missing packages:" $$missing "(run make $@ as root)"; exit 1; fi; \
+		apt-get update -q; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+endef
+
+deps:
+	@$(call apt_install,$(DEPS))
+
+generate-deps:
+	@$(call apt_install,$(GENERATE_DEPS))
+
+generate:
+	BPF_CLANG=$(BPF_CLANG) $(GO) generate ./internal/jail/...
+
+# Regenerating with the pinned clang must reproduce the committed objects.
+check-generate: generate
+	git diff --exit-code -- internal/jail
+	test -z "$$(git status --porcelain -- internal/jail)" || { git status --short -- internal/jail; exit 1; }
+
+clean:
+	rm -rf $(BUILD)
