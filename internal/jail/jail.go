@@ -126,7 +126,13 @@ func Load(cfg Config) (*Jail, error) {
 	// process is jailed yet, and an empty rule map denies everything, so
 	// there is no moment at which the cell is open.
 	for name, prog := range coll.Programs {
-		l, err := link.AttachLSM(link.LSMOptions{Program: prog})
+		var l link.Link
+		var err error
+		if prog.Type() == ebpf.LSM {
+			l, err = link.AttachLSM(link.LSMOptions{Program: prog})
+		} else {
+			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+		}
 		if err != nil {
 			j.Close()
 			return nil, fmt.Errorf("attach %s: %w: %w", name, ErrNotSupported, err)
@@ -174,7 +180,21 @@ func fitToKernel(spec *ebpf.CollectionSpec) error {
 	} else {
 		delete(spec.Programs, "inode_setattr_noidmap")
 	}
+	// The key_free hook went away in 6.10; its replacement is an fentry
+	// on the function that still runs for every freed key.
+	if _, ok := params("key_free"); ok {
+		delete(spec.Programs, "key_freed")
+	} else {
+		delete(spec.Programs, "key_free")
+		var fn *btf.Func
+		if err := kspec.TypeByName("security_key_free", &fn); err != nil {
+			return fmt.Errorf("kernel has neither the key_free hook nor security_key_free: %w", ErrNotSupported)
+		}
+	}
 	for name, p := range spec.Programs {
+		if p.Type != ebpf.LSM {
+			continue
+		}
 		if _, ok := params(p.AttachTo); ok {
 			continue
 		}

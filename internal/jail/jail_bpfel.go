@@ -121,9 +121,12 @@ type jailRuleKey struct {
 }
 
 type jailScratch struct {
-	_   structs.HostLayout
-	Buf [8192]int8
-	Ev  jailEvent
+	_        structs.HostLayout
+	Buf      [8192]int8
+	NbDentry uint64
+	NbPos    uint32
+	NbTrunc  uint32
+	Ev       jailEvent
 }
 
 // Names of all BPF objects in the ELF.
@@ -151,6 +154,7 @@ const (
 	jailProgIpcPermission         = "ipc_permission"
 	jailProgKeyAlloc              = "key_alloc"
 	jailProgKeyFree               = "key_free"
+	jailProgKeyFreed              = "key_freed"
 	jailProgKeyPermission         = "key_permission"
 	jailProgMoveMount             = "move_mount"
 	jailProgMsgQueueAllocSecurity = "msg_queue_alloc_security"
@@ -241,6 +245,7 @@ type jailProgramSpecs struct {
 	IpcPermission         *ebpf.ProgramSpec `ebpf:"ipc_permission"`
 	KeyAlloc              *ebpf.ProgramSpec `ebpf:"key_alloc"`
 	KeyFree               *ebpf.ProgramSpec `ebpf:"key_free"`
+	KeyFreed              *ebpf.ProgramSpec `ebpf:"key_freed"`
 	KeyPermission         *ebpf.ProgramSpec `ebpf:"key_permission"`
 	MoveMount             *ebpf.ProgramSpec `ebpf:"move_mount"`
 	MsgQueueAllocSecurity *ebpf.ProgramSpec `ebpf:"msg_queue_alloc_security"`
@@ -366,6 +371,7 @@ type jailPrograms struct {
 	IpcPermission         *ebpf.Program `ebpf:"ipc_permission"`
 	KeyAlloc              *ebpf.Program `ebpf:"key_alloc"`
 	KeyFree               *ebpf.Program `ebpf:"key_free"`
+	KeyFreed              *ebpf.Program `ebpf:"key_freed"`
 	KeyPermission         *ebpf.Program `ebpf:"key_permission"`
 	MoveMount             *ebpf.Program `ebpf:"move_mount"`
 	MsgQueueAllocSecurity *ebpf.Program `ebpf:"msg_queue_alloc_security"`
@@ -412,6 +418,7 @@ func (p *jailPrograms) Close() error {
 		p.IpcPermission,
 		p.KeyAlloc,
 		p.KeyFree,
+		p.KeyFreed,
 		p.KeyPermission,
 		p.MoveMount,
 		p.MsgQueueAllocSecurity,

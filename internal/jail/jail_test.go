@@ -115,6 +115,8 @@ func newCell(t *testing.T, audit bool) *cell {
 	f := needJail(t)
 	cg := newCgroup(t, f)
 	root := t.TempDir()
+	// The test user must reach DIR: TempDir's parent is private to root.
+	os.Chmod(filepath.Dir(root), 0o755)
 	os.Chmod(root, 0o755)
 	dir := filepath.Join(root, "project")
 	out := filepath.Join(root, "project2") // shares DIR's prefix
@@ -189,7 +191,14 @@ func TestDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
-	c.env = append(c.env, "TARGET="+strconv.Itoa(victim.Process.Pid))
+	// A system file the test user may write, so that only the jail refuses.
+	sysfile := filepath.Join("/etc", "agent-lock-test-"+filepath.Base(c.dir)+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(sysfile, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(sysfile, testUID, testUID)
+	t.Cleanup(func() { os.Remove(sysfile) })
+	c.env = append(c.env, "TARGET="+strconv.Itoa(victim.Process.Pid), "SYSFILE="+sysfile)
 	cases := []struct {
 		name   string
 		script string
@@ -207,7 +216,7 @@ func TestDecisions(t *testing.T) {
 		{"proc root", `cat /proc/self/root"$OUT/secret"`, false, "read", "project2/secret"},
 		{"list parent", `ls ..`, false, "read", ""},
 		{"write outside", `echo x > "$OUT/new"`, false, "create", "project2/new"},
-		{"write system", `echo x >> /etc/passwd`, false, "write", "/etc/passwd"},
+		{"write system", `echo x >> "$SYSFILE"`, false, "write", "/etc/agent-lock-test-"},
 		{"rename in", `mv "$OUT/secret" ./stolen`, false, "rename", "project2/secret"},
 		{"hardlink in", `ln "$OUT/secret" ./hl`, false, "link", "project2/secret"},
 		{"unlink outside", `rm -f "$OUT/secret"`, false, "unlink", "project2/secret"},

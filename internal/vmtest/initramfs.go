@@ -89,6 +89,9 @@ m() { mount "$@" || die "mount $*"; }
 	if masked {
 		fmt.Fprintf(&b, "mkdir -p %[1]s\nm --move /workdir %[1]s\n", shellQuote("/mnt"+s.Dir))
 	}
+	// /etc is a copy on tmpfs, not an overlay: from 6.6 on, the kernel
+	// shows LSMs the layer a file of an overlay comes from, which in the
+	// guest is a directory no path reaches (see the README's limits).
 	fmt.Fprintf(&b, `m -t proc proc /mnt/proc
 m -t sysfs sysfs /mnt/sys
 m -t devtmpfs devtmpfs /mnt/dev
@@ -103,8 +106,8 @@ m -t securityfs securityfs /mnt/sys/kernel/security
 m -t bpf -o mode=700 bpf /mnt/sys/fs/bpf
 m -t cgroup2 cgroup2 /mnt/sys/fs/cgroup
 mount -t tracefs tracefs /mnt/sys/kernel/tracing 2>/dev/null
-mkdir -p /mnt%[1]s/etc-upper /mnt%[1]s/etc-work
-m -t overlay -o lowerdir=/mnt/etc,upperdir=/mnt%[1]s/etc-upper,workdir=/mnt%[1]s/etc-work overlay /mnt/etc
+mkdir -p /mnt%[1]s && cp -a /mnt/etc /mnt%[1]s/etc || die 'copy /etc'
+m --bind /mnt%[1]s/etc /mnt/etc
 if ! grep -q '^%[2]s:' /mnt/etc/passwd; then
 	echo '%[2]s:x:%[3]d:%[4]d:agent-lock test user:/home/%[2]s:/bin/bash' >>/mnt/etc/passwd
 	echo '%[2]s:x:%[4]d:' >>/mnt/etc/group

@@ -140,7 +140,7 @@ func TestStage1(t *testing.T) {
 		"m -t bpf -o mode=700 bpf /mnt/sys/fs/bpf\n",
 		"m -t cgroup2 cgroup2 /mnt/sys/fs/cgroup\n",
 		"ln -sf /proc/self/fd /mnt/dev/fd\n",
-		"lowerdir=/mnt/etc,",
+		"cp -a /mnt/etc /mnt/run/vmtest/etc ",
 		fmt.Sprintf("%s:x:%d:%d:", TestUser, TestUID, TestGID),
 		"chown 4242:4242 /mnt/home/jailtest\n",
 		"exec switch_root /mnt /run/vmtest/busybox sh /run/vmtest/stage2\n",

@@ -13,7 +13,7 @@ import (
 )
 
 // guestModules are what the guest init needs before it can reach the host's
-// root: virtio PCI transport, virtiofs, and overlay for a writable /etc.
+// root: virtio PCI transport, virtiofs, and overlay for the tests that build one.
 // Dependencies are found from each module's modinfo.
 var guestModules = []string{"virtio_pci", "virtiofs", "overlay"}
 

@@ -114,6 +114,9 @@ struct {
 
 struct scratch {
 	char buf[2 * PATH_BYTES];
+	__u64 nb_dentry; /* path building: the next dentry to name */
+	__u32 nb_pos;    /* where its name ends in buf */
+	__u32 nb_trunc;
 	struct event ev;
 };
 
@@ -177,22 +180,25 @@ static __always_inline int task_jailed(struct task_struct *t)
 
 /* ---- reporting ---------------------------------------------------------- */
 
-struct namebuild {
-	__u64 dentry;
-	__u32 pos;
-	__u32 trunc;
-};
-
-static long name_step(__u32 i, struct namebuild *nb)
+/*
+ * Path building keeps its state in the per-CPU scratch value, not on the
+ * stack: values loaded from a map are unknown to the verifier, so every
+ * bpf_loop iteration looks the same to it and the callback is checked once.
+ * (Kernels from 6.8 verify callbacks like loops; with the cursor on the
+ * stack each position would be a new state and the program too large.)
+ */
+static long name_step(__u32 i, void *unused)
 {
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
-	struct dentry *d = (void *)nb->dentry;
-	struct dentry *p;
+	struct dentry *d, *p;
 	const unsigned char *name;
-	__u32 len;
+	__u32 len, pos;
 
-	if (!s || !d)
+	if (!s)
+		return 1;
+	d = (void *)s->nb_dentry;
+	if (!d)
 		return 1;
 	p = BPF_CORE_READ(d, d_parent);
 	if (!p || p == d)
@@ -201,19 +207,19 @@ static long name_step(__u32 i, struct namebuild *nb)
 	name = BPF_CORE_READ(d, d_name.name);
 	if (len > 255)
 		len = 255;
-	if (len == 0) {
-		nb->dentry = (__u64)p;
+	s->nb_dentry = (__u64)p;
+	if (len == 0)
 		return 0;
-	}
-	if (nb->pos < len + 1) {
-		nb->trunc = 1;
+	pos = s->nb_pos;
+	if (pos < len + 1 || pos > PATH_BYTES) {
+		s->nb_trunc = 1;
 		return 1;
 	}
-	nb->pos -= len;
-	bpf_probe_read_kernel(&s->buf[nb->pos & (PATH_BYTES - 1)], len & 255, name);
-	nb->pos -= 1;
-	s->buf[nb->pos & (PATH_BYTES - 1)] = '/';
-	nb->dentry = (__u64)p;
+	pos -= len;
+	bpf_probe_read_kernel(&s->buf[pos & (PATH_BYTES - 1)], len & 255, name);
+	pos -= 1;
+	s->buf[pos & (PATH_BYTES - 1)] = '/';
+	s->nb_pos = pos;
 	return 0;
 }
 
@@ -221,22 +227,25 @@ static long name_step(__u32 i, struct namebuild *nb)
  * ev->path at offset off; Go prefixes the mount point of ev->dev. */
 static __noinline __u32 put_path(struct scratch *s, __u64 dentry, __u32 off, __u32 *flags)
 {
-	struct namebuild nb = { .dentry = dentry, .pos = PATH_BYTES };
-	__u32 n;
+	__u32 n, pos;
 
-	bpf_loop(PATH_BYTES / 2, name_step, &nb, 0);
-	if (nb.trunc)
+	s->nb_dentry = dentry;
+	s->nb_pos = PATH_BYTES;
+	s->nb_trunc = 0;
+	bpf_loop(PATH_BYTES / 2, name_step, 0, 0);
+	if (s->nb_trunc)
 		*flags |= EV_TRUNCATED;
-	if (nb.pos == PATH_BYTES) {
-		nb.pos = PATH_BYTES - 1;
+	pos = s->nb_pos;
+	if (pos == PATH_BYTES) {
+		pos = PATH_BYTES - 1;
 		s->buf[PATH_BYTES - 1] = '/';
 	}
-	if (nb.pos > PATH_BYTES)
+	if (pos > PATH_BYTES)
 		return 0;
-	n = PATH_BYTES - nb.pos;
+	n = PATH_BYTES - pos;
 	if (n > PATH_BYTES || off > PATH_BYTES)
 		return 0;
-	bpf_probe_read_kernel(&s->ev.path[off], n, &s->buf[nb.pos]);
+	bpf_probe_read_kernel(&s->ev.path[off], n, &s->buf[pos]);
 	return n;
 }
 
@@ -247,8 +256,14 @@ static __always_inline __u32 dentry_dev(__u64 dentry)
 }
 
 /*
- * Streams one decision. d1/d2 are dentries (0 for none). Returns the errno
- * the hook must return: -EPERM when denied, 0 in audit mode.
+ * Streams one decision. d1/d2 are dentries (0 for none). Returns 1 when the
+ * operation is to be refused, 0 in audit mode and for in-bounds reports.
+ *
+ * report_rep and classify are global functions: the verifier checks each
+ * once, not once per call site, which keeps every program far below the
+ * complexity limits of all kernels we support. Their arguments travel in
+ * structs on the caller's stack, since a global function takes no kernel
+ * pointers.
  */
 struct rep {
 	__u32 op;
@@ -261,12 +276,18 @@ struct rep {
 	__u64 d2;
 };
 
-static __noinline int report_rep(struct rep *r)
+__noinline int report_rep(struct rep *r)
 {
-	__u32 zero = 0, n1 = 0, n2 = 0, flags = r->flags;
-	__u64 d1 = r->d1, d2 = r->d2;
+	__u32 zero = 0, n1 = 0, n2 = 0, flags;
+	__u64 d1, d2;
 	struct scratch *s;
 	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!r)
+		return 1;
+	flags = r->flags;
+	d1 = r->d1;
+	d2 = r->d2;
 
 	if (!(flags & EV_INBOUNDS)) {
 		count(CNT_ESCAPES);
@@ -312,7 +333,16 @@ lost:
 	if (!(flags & EV_INBOUNDS))
 		count(CNT_LOST);
 out:
-	if (flags & EV_DENIED)
+	return (flags & EV_DENIED) ? 1 : 0;
+}
+
+/* The errno a hook returns for a refusal. Every path ends in a constant so
+ * that the verifier sees the return value within the LSM's [-4095, 0]. */
+static __always_inline int refuse(int denied)
+{
+	/* Hide that denied is 0 or 1, or clang returns -denied instead. */
+	asm volatile("" : "+r"(denied));
+	if (denied)
 		return -EPERM;
 	return 0;
 }
@@ -323,7 +353,7 @@ static __always_inline int report(__u32 op, __u32 class, __u32 flags, __u64 d1, 
 	struct rep r = { .op = op, .class = class, .flags = flags, .target_pid = target_pid,
 			 .detail = detail, .d1 = d1, .d2 = d2 };
 
-	return report_rep(&r);
+	return refuse(report_rep(&r));
 }
 
 /* ---- classification ----------------------------------------------------- */
@@ -418,7 +448,7 @@ static __always_inline long proc_owner_jailed(struct dentry *d)
 	return task_jailed(task) ? 1 : 2;
 }
 
-static __always_inline int dev_allowed(struct inode *inode, __u32 rdev)
+static __always_inline int dev_allowed(__u32 created, __u32 rdev)
 {
 	int i;
 
@@ -437,23 +467,43 @@ static __always_inline int dev_allowed(struct inode *inode, __u32 rdev)
 			return 1;
 	/* Another pty of the user's (a terminal tab, tmux, an ssh session) is a
 	 * way to type into a shell outside: only ptys the jail opened itself. */
-	if ((rdev >> 20) >= UNIX98_PTY_SLAVE_MAJOR && (rdev >> 20) < UNIX98_PTY_SLAVE_MAJOR + 8) {
-		struct mark *m = bpf_inode_storage_get(&marks, inode, 0, 0);
-		return m && m->created;
-	}
+	if ((rdev >> 20) >= UNIX98_PTY_SLAVE_MAJOR && (rdev >> 20) < UNIX98_PTY_SLAVE_MAJOR + 8)
+		return created;
 	return 0;
 }
 
+/* What classify is asked: the dentry, its inode (0 for a negative dentry),
+ * and whether that inode carries the jail's created mark, which only the
+ * calling program can look up (inode storage needs a kernel pointer). */
+struct query {
+	__u64 dentry;
+	__u64 inode;
+	__u32 created;
+	__u32 pad;
+	struct verdict v;
+};
+
 /*
- * classify decides where dentry d lies and what may be done to it.
- * d and inode are BTF pointers (inode may be NULL for a negative dentry).
+ * classify decides where q->dentry lies and what may be done to it, into q->v.
+ * A global function: see report_rep.
  */
-static __noinline void classify(struct dentry *d, struct inode *inode, struct verdict *v)
+__noinline int classify(struct query *q)
 {
-	struct super_block *sb = BPF_CORE_READ(d, d_sb);
-	__u64 magic = BPF_CORE_READ(sb, s_magic);
+	struct dentry *d;
+	struct inode *inode;
+	struct verdict *v;
+	struct super_block *sb;
+	__u64 magic;
 	struct walk w = {};
 	__u16 mode = 0;
+
+	if (!q)
+		return 0;
+	d = (void *)q->dentry;
+	inode = (void *)q->inode;
+	v = &q->v;
+	sb = BPF_CORE_READ(d, d_sb);
+	magic = BPF_CORE_READ(sb, s_magic);
 
 	v->class = AL_CLASS_OUTSIDE;
 	v->perm = 0;
@@ -463,11 +513,11 @@ static __noinline void classify(struct dentry *d, struct inode *inode, struct ve
 		mode = BPF_CORE_READ(inode, i_mode);
 
 	if ((mode & S_IFMT) == S_IFCHR || (mode & S_IFMT) == S_IFBLK) {
-		if (dev_allowed(inode, BPF_CORE_READ(inode, i_rdev))) {
+		if (dev_allowed(q->created, BPF_CORE_READ(inode, i_rdev))) {
 			v->class = AL_CLASS_SYSTEM;
 			v->perm = P_READ | P_WRITE;
 		}
-		return;
+		return 0;
 	}
 
 	switch (magic) {
@@ -484,7 +534,7 @@ static __noinline void classify(struct dentry *d, struct inode *inode, struct ve
 			v->class = AL_CLASS_UNRESOLVED;
 			v->flags = EV_UNRESOLVED;
 		}
-		return;
+		return 0;
 	}
 	case SYSFS_MAGIC:
 	case CGROUP_SUPER_MAGIC:
@@ -492,7 +542,7 @@ static __noinline void classify(struct dentry *d, struct inode *inode, struct ve
 	case SECURITYFS_MAGIC:
 		v->class = AL_CLASS_SYSTEM;
 		v->perm = P_READ;
-		return;
+		return 0;
 	case PIPEFS_MAGIC:
 	case SOCKFS_MAGIC:
 	case ANON_INODE_FS_MAGIC:
@@ -501,11 +551,11 @@ static __noinline void classify(struct dentry *d, struct inode *inode, struct ve
 		/* Reachable only through a descriptor the jail already holds. */
 		v->class = AL_CLASS_SYSTEM;
 		v->perm = P_READ | P_WRITE;
-		return;
+		return 0;
 	case BPF_FS_MAGIC:
 	case DEBUGFS_MAGIC:
 	case TRACEFS_MAGIC:
-		return;
+		return 0;
 	}
 
 	w.dentry = (__u64)d;
@@ -515,7 +565,7 @@ static __noinline void classify(struct dentry *d, struct inode *inode, struct ve
 	if (!w.done) {
 		v->class = AL_CLASS_UNRESOLVED;
 		v->flags = EV_UNRESOLVED;
-		return;
+		return 0;
 	}
 	if (!w.at_root) {
 		/* A disconnected dentry. Kernel-internal mounts (memfd, shm) are
@@ -524,49 +574,63 @@ static __noinline void classify(struct dentry *d, struct inode *inode, struct ve
 		if (BPF_CORE_READ(sb, s_flags) & SB_NOUSER) {
 			v->class = AL_CLASS_SYSTEM;
 			v->perm = P_READ | P_WRITE;
-			return;
+			return 0;
 		}
 		v->class = AL_CLASS_UNRESOLVED;
 		v->flags = EV_UNRESOLVED;
-		return;
+		return 0;
 	}
 	if (w.deny || !w.nearest)
-		return;
+		return 0;
 	v->is_root = w.nearest_at == 0;
 	if (w.nearest & RULE_SCRATCH) {
-		struct mark *m = 0;
-
 		if (w.nearest_at == 0) {
 			/* The scratch directory itself: list it, create in it. */
 			v->class = AL_CLASS_SYSTEM;
 			v->perm = P_READ | P_CREATE;
-			return;
+			return 0;
 		}
-		if (inode)
-			m = bpf_inode_storage_get(&marks, inode, 0, 0);
-		if (m && m->created) {
+		if (q->created) {
 			v->class = AL_CLASS_INSIDE;
 			v->perm = P_READ | P_WRITE | P_CREATE;
 			v->is_root = 0;
 		}
-		return;
+		return 0;
 	}
 	if (w.nearest & RULE_WRITE) {
 		v->class = AL_CLASS_INSIDE;
 		v->perm = P_READ | P_WRITE | P_CREATE;
 		/* A second name of an outside file: writing it writes there. */
-		if (inode && (mode & S_IFMT) == S_IFREG && BPF_CORE_READ(inode, i_nlink) > 1) {
-			struct mark *m = bpf_inode_storage_get(&marks, inode, 0, 0);
-
-			if (!m || !m->created)
-				v->perm = P_READ;
-		}
-		return;
+		if (inode && (mode & S_IFMT) == S_IFREG && BPF_CORE_READ(inode, i_nlink) > 1 &&
+		    !q->created)
+			v->perm = P_READ;
+		return 0;
 	}
 	if (w.nearest & RULE_READ) {
 		v->class = AL_CLASS_SYSTEM;
 		v->perm = P_READ;
 	}
+	return 0;
+}
+
+static __always_inline __u32 inode_created(struct inode *inode)
+{
+	struct mark *m;
+
+	if (!inode)
+		return 0;
+	m = bpf_inode_storage_get(&marks, inode, 0, 0);
+	return m && m->created;
+}
+
+/* classify_at asks classify about d, a kernel pointer from the hook. */
+static __always_inline void classify_at(struct dentry *d, struct inode *inode, struct verdict *v)
+{
+	struct query q = { .dentry = (__u64)d, .inode = (__u64)inode,
+			   .created = inode_created(inode) };
+
+	classify(&q);
+	*v = q.v;
 }
 
 /* check decides one operation on one dentry. Returns 0 or -EPERM. */
@@ -574,7 +638,7 @@ static __always_inline int check(__u32 op, struct dentry *d, __u32 need, int pro
 {
 	struct verdict v;
 
-	classify(d, d->d_inode, &v);
+	classify_at(d, d->d_inode, &v);
 	if ((v.perm & need) == need && !(protect_root && v.is_root))
 		return 0;
 	return report(op, v.class, v.flags, (__u64)d, 0, 0, 0);
@@ -588,7 +652,7 @@ static __always_inline int check_create(__u32 op, const struct path *dir, struct
 	struct verdict v;
 	struct pending *pd;
 
-	classify(parent, parent->d_inode, &v);
+	classify_at(parent, parent->d_inode, &v);
 	if (!(v.perm & P_CREATE))
 		return report(op, v.class, v.flags, (__u64)dentry, 0, 0, 0);
 	pd = bpf_task_storage_get(&pendings, bpf_get_current_task_btf(), 0,
@@ -657,7 +721,7 @@ int BPF_PROG(file_open, struct file *file)
 		op = AL_OP_READ;
 		need = P_READ;
 	}
-	classify(d, inode, &v);
+	classify_at(d, inode, &v);
 	if ((v.perm & need) == need) {
 		if (v.class == AL_CLASS_INSIDE) {
 			count(CNT_INBOUNDS);
@@ -726,10 +790,10 @@ int BPF_PROG(path_link, struct dentry *old_dentry, const struct path *new_dir,
 	if (!jailed())
 		return 0;
 	/* A new name for an outside file would make it look inside. */
-	classify(old_dentry, old_dentry->d_inode, &v);
+	classify_at(old_dentry, old_dentry->d_inode, &v);
 	if (!(v.perm & P_WRITE) || v.class != AL_CLASS_INSIDE)
 		return report(AL_OP_LINK, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
-	classify(new_dir->dentry, new_dir->dentry->d_inode, &v);
+	classify_at(new_dir->dentry, new_dir->dentry->d_inode, &v);
 	if (!(v.perm & P_CREATE))
 		return report(AL_OP_LINK, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
 	return 0;
@@ -745,15 +809,15 @@ int BPF_PROG(path_rename, const struct path *old_dir, struct dentry *old_dentry,
 		return 0;
 	/* Either end outside is an escape: in, it brings an outside file into
 	 * view; out, it takes one of ours (or DIR itself) away. */
-	classify(old_dentry, old_dentry->d_inode, &v);
+	classify_at(old_dentry, old_dentry->d_inode, &v);
 	if (!(v.perm & P_WRITE) || v.is_root)
 		return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
-	classify(new_dir->dentry, new_dir->dentry->d_inode, &v);
+	classify_at(new_dir->dentry, new_dir->dentry->d_inode, &v);
 	if (!(v.perm & P_CREATE))
 		return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
 	if (new_dentry->d_inode) {
 		/* Replacing (or, with RENAME_EXCHANGE, swapping) an existing name. */
-		classify(new_dentry, new_dentry->d_inode, &v);
+		classify_at(new_dentry, new_dentry->d_inode, &v);
 		if (!(v.perm & P_WRITE) || v.is_root)
 			return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry,
 				      (__u64)new_dentry, 0, 0);
@@ -825,20 +889,21 @@ int BPF_PROG(inode_removexattr, void *idmap, struct dentry *dentry)
 	return check(AL_OP_REMOVEXATTR, dentry, P_WRITE, 0);
 }
 
+/* Void hooks return 0 too: newer verifiers check every LSM program's return. */
 SEC("lsm/d_instantiate")
-void BPF_PROG(d_instantiate, struct dentry *dentry, struct inode *inode)
+int BPF_PROG(d_instantiate, struct dentry *dentry, struct inode *inode)
 {
 	struct pending *pd;
 	struct mark *m;
 	__u64 magic;
 
 	if (!inode || !jailed())
-		return;
+		return 0;
 	magic = dentry->d_sb->s_magic;
 	if (magic != 0x1cd1 /* devpts: a pty this jail opened */) {
 		pd = bpf_task_storage_get(&pendings, bpf_get_current_task_btf(), 0, 0);
 		if (!pd || pd->dentry != (__u64)dentry)
-			return;
+			return 0;
 		pd->dentry = 0;
 	}
 	/* If the mark cannot be stored the file stays foreign to the jail:
@@ -846,6 +911,7 @@ void BPF_PROG(d_instantiate, struct dentry *dentry, struct inode *inode)
 	m = bpf_inode_storage_get(&marks, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (m)
 		m->created = 1;
+	return 0;
 }
 
 /* ---- mounts and roots --------------------------------------------------- */
@@ -1013,11 +1079,12 @@ static __always_inline int own(void *obj)
 	return 0;
 }
 
-static __always_inline void disown(void *obj)
+static __always_inline int disown(void *obj)
 {
 	__u64 k = (__u64)obj;
 
 	bpf_map_delete_elem(&owned, &k);
+	return 0;
 }
 
 static __always_inline int owned_by_jail(void *obj)
@@ -1030,15 +1097,15 @@ static __always_inline int owned_by_jail(void *obj)
 SEC("lsm/shm_alloc_security")
 int BPF_PROG(shm_alloc_security, struct kern_ipc_perm *perm) { return own(perm); }
 SEC("lsm/shm_free_security")
-void BPF_PROG(shm_free_security, struct kern_ipc_perm *perm) { disown(perm); }
+int BPF_PROG(shm_free_security, struct kern_ipc_perm *perm) { return disown(perm); }
 SEC("lsm/msg_queue_alloc_security")
 int BPF_PROG(msg_queue_alloc_security, struct kern_ipc_perm *perm) { return own(perm); }
 SEC("lsm/msg_queue_free_security")
-void BPF_PROG(msg_queue_free_security, struct kern_ipc_perm *perm) { disown(perm); }
+int BPF_PROG(msg_queue_free_security, struct kern_ipc_perm *perm) { return disown(perm); }
 SEC("lsm/sem_alloc_security")
 int BPF_PROG(sem_alloc_security, struct kern_ipc_perm *perm) { return own(perm); }
 SEC("lsm/sem_free_security")
-void BPF_PROG(sem_free_security, struct kern_ipc_perm *perm) { disown(perm); }
+int BPF_PROG(sem_free_security, struct kern_ipc_perm *perm) { return disown(perm); }
 
 SEC("lsm/ipc_permission")
 int BPF_PROG(ipc_permission, struct kern_ipc_perm *ipcp, short flag)
@@ -1049,18 +1116,32 @@ int BPF_PROG(ipc_permission, struct kern_ipc_perm *ipcp, short flag)
 }
 
 /* The user's keyrings (session, user, persistent) hold credentials: only keys
- * the jail created are its own. */
+ * the jail created are its own. The kernel dropped the key_free LSM hook in
+ * 6.10 (key blobs are freed by the LSM core now), so where it is missing the
+ * loader attaches key_freed to security_key_free instead; with neither, it
+ * refuses to run, since a freed key's address could come back as the
+ * user's. */
 SEC("lsm/key_alloc")
 int BPF_PROG(key_alloc, struct key *key) { return own(key); }
 SEC("lsm/key_free")
-void BPF_PROG(key_free, struct key *key) { disown(key); }
+int BPF_PROG(key_free, struct key *key) { return disown(key); }
+SEC("fentry/security_key_free")
+int BPF_PROG(key_freed, struct key *key) { return disown(key); }
 
 SEC("lsm/key_permission")
-int BPF_PROG(key_permission, __u64 key_ref)
+int key_permission(unsigned long long *ctx)
 {
-	void *key = (void *)(key_ref & ~1ULL); /* the low bit marks possession */
+	__u64 key_ref = 0;
+	void *key;
 
-	if (!jailed() || owned_by_jail(key))
+	if (!jailed())
+		return 0;
+	/* key_ref_t points to an opaque struct, whose direct load 6.1's
+	 * verifier refuses: read the argument as memory. */
+	if (bpf_probe_read_kernel(&key_ref, sizeof(key_ref), &ctx[0]))
+		return -EPERM;
+	key = (void *)(key_ref & ~1ULL); /* the low bit marks possession */
+	if (owned_by_jail(key))
 		return 0;
 	return report(AL_OP_KEY, AL_CLASS_OUTSIDE, 0, 0, 0, 0, 0);
 }
