@@ -78,12 +78,19 @@ var classNames = map[jailAlClass]string{
 // ErrClosed is returned by Read after Close.
 var ErrClosed = errors.New("jail closed")
 
+// ErrFlushed is returned by Read when the events queued before Flush are
+// consumed.
+var ErrFlushed = errors.New("jail events flushed")
+
 // Read blocks for the next event. It is not safe for concurrent use.
 func (j *Jail) Read() (Event, error) {
 	rec, err := j.reader.Read()
 	if err != nil {
 		if errors.Is(err, os.ErrClosed) || errors.Is(err, ringbuf.ErrClosed) {
 			return Event{}, ErrClosed
+		}
+		if errors.Is(err, ringbuf.ErrFlushed) {
+			return Event{}, ErrFlushed
 		}
 		return Event{}, fmt.Errorf("read event: %w", err)
 	}

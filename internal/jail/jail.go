@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -318,9 +317,10 @@ func (j *Jail) Counters() (Counters, error) {
 	return c, nil
 }
 
-// SetDeadline makes Read return os.ErrDeadlineExceeded once the events
-// queued before t are consumed; a zero t blocks again.
-func (j *Jail) SetDeadline(t time.Time) { j.reader.SetDeadline(t) }
+// Flush makes Read return the events already in the ring and then
+// ErrFlushed, once. It is safe to call while Read blocks (a deadline is not:
+// the reader holds its lock while it waits).
+func (j *Jail) Flush() error { return j.reader.Flush() }
 
 // Close detaches the programs and frees the maps. Jailed processes that are
 // still alive are no longer confined after this: the caller kills them first.

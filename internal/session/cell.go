@@ -49,7 +49,7 @@ func openCell(facts kernel.Facts, cfg jail.Config, p policy.Policy) (*cell, erro
 		for {
 			ev, err := j.Read()
 			if err != nil {
-				if !errors.Is(err, jail.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				if !errors.Is(err, jail.ErrClosed) && !errors.Is(err, jail.ErrFlushed) {
 					fmt.Fprintf(os.Stderr, "agent-lock: %v\n", err)
 				}
 				return
@@ -79,7 +79,14 @@ func advice(f kernel.Facts) string {
 // drain returns the events still in the ring buffer once no jailed process
 // is left to add to it.
 func (c *cell) drain() <-chan jail.Event {
-	c.jail.SetDeadline(time.Now())
+	if err := c.jail.Flush(); err != nil {
+		// Without the flush the reader waits for events that no longer
+		// come; the counters still say how many there were.
+		fmt.Fprintf(os.Stderr, "agent-lock: flush events: %v\n", err)
+		none := make(chan jail.Event)
+		close(none)
+		return none
+	}
 	return c.events
 }
 
