@@ -129,7 +129,7 @@ func (f *Fixture) Reset(t *Technique) error {
 	}
 	os.Chmod(filepath.Join(h, ".ssh"), 0o700)
 	// Set after the chown in WriteFile, which clears it.
-	if err := os.Chmod(filepath.Join(h, "suid-tool"), 0o4755); err != nil {
+	if err := syscall.Chmod(filepath.Join(h, "suid-tool"), 0o4755); err != nil { // os.Chmod drops 0o4000
 		return fmt.Errorf("fixture: %w", err)
 	}
 	for p, content := range f.sharedFiles() {

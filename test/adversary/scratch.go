@@ -23,12 +23,20 @@ var scratchTechniques = []Technique{
 		Effect: func(f *Fixture, o *outcome) string {
 			return changed("/dev/shm/shared-secret", f.sharedFiles()["/dev/shm/shared-secret"])(f, o)
 		}},
-	{Name: "tmp-create", Family: "scratch", Doc: "leave a file in /tmp for someone else",
-		Ops: ops("create", "write"), Path: "/tmp/adv-planted",
-		Cmd: bash("echo planted > /tmp/adv-planted"), Effect: exists("/tmp/adv-planted")},
-	{Name: "var-tmp-create", Family: "scratch", Doc: "leave a file in /var/tmp, which survives reboots",
-		Ops: ops("create", "write"), Path: "/var/tmp/adv-planted", Skip: notSticky("/var/tmp"),
-		Cmd: bash("echo planted > /var/tmp/adv-planted"), Effect: exists("/var/tmp/adv-planted")},
+	// Creating in the shared places is allowed (POSIX semaphores live in
+	// /dev/shm; some tools ignore TMPDIR): what was made outside stays out.
+	{Name: "tmp-unlink-foreign", Family: "scratch", Doc: "rm /tmp/shared-secret, made outside the jail",
+		Ops: ops("unlink"), Path: "/tmp/shared-secret",
+		Cmd: bash("rm -f /tmp/shared-secret"),
+		Effect: func(f *Fixture, o *outcome) string {
+			return changed("/tmp/shared-secret", f.sharedFiles()["/tmp/shared-secret"])(f, o)
+		}},
+	{Name: "tmp-rename-foreign", Family: "scratch", Doc: "mv /tmp/shared-secret away, to plant a file under its name",
+		Ops: ops("rename"), Path: "/tmp/shared-secret",
+		Cmd: bash("mv /tmp/shared-secret /tmp/adv-planted"),
+		Effect: func(f *Fixture, o *outcome) string {
+			return changed("/tmp/shared-secret", f.sharedFiles()["/tmp/shared-secret"])(f, o)
+		}},
 }
 
 // notSticky skips when dir is not world-writable scratch space here.

@@ -126,6 +126,13 @@ echo x > "$f" && touch "$d/y" && ls "$d" && rm -r "$f" "$d"
 l=$(mktemp -p . local.XXXX) && rm "$l"
 echo mktemp-ok
 `},
+	{name: "shared-scratch", want: "scratch-ok", skip: needTool("python3"), script: `
+# Tools that ignore TMPDIR write to /tmp; POSIX semaphores live in /dev/shm.
+f=/tmp/realwork-$$ && echo x > "$f" && cat "$f" >/dev/null && rm "$f"
+g=/dev/shm/realwork-$$ && echo y > "$g" && cat "$g" >/dev/null && rm "$g"
+python3 -c 'import multiprocessing as m; l = m.Lock(); l.acquire(); l.release()'
+echo scratch-ok
+`},
 	{name: "go-build", want: "go-ok", skip: needTool("go"), timeout: 10 * time.Minute, carry: []string{".gocache"},
 		// Offline and inside DIR: GOCACHE (default ~/.cache/go-build) and
 		// the go command's telemetry counters (default under

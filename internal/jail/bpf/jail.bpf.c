@@ -711,7 +711,9 @@ int BPF_PROG(file_open, struct file *file)
 		return 0;
 	}
 
-	if (fmode & FMODE_EXEC) {
+	/* Exec opens carry __FMODE_EXEC in f_flags on every kernel; f_mode's
+	 * FMODE_EXEC is set only after the LSM has run on newer ones. */
+	if ((fmode & FMODE_EXEC) || (file->f_flags & FMODE_EXEC)) {
 		op = AL_OP_EXEC;
 		need = P_READ;
 	} else if (fmode & FMODE_WRITE) {
