@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"github.com/cilium/ebpf"
@@ -51,6 +52,11 @@ type Config struct {
 	// Rules are registered in order; a path that cannot be opened is an
 	// error (the caller leaves out paths that do not exist).
 	Rules []Rule
+	// PinDir, when set, is a directory on a bpf file system (which Load
+	// creates) where the links are pinned, so that the programs stay
+	// attached even if every process holding them dies: the cell then stays
+	// closed until someone kills it (see session's sweep). Close unpins.
+	PinDir string
 }
 
 // ErrNotSupported means the running kernel cannot run the jail.
@@ -58,6 +64,7 @@ var ErrNotSupported = errors.New("BPF LSM programs cannot run on this kernel")
 
 // Jail is a loaded, attached cell.
 type Jail struct {
+	pinDir string
 	coll   *ebpf.Collection
 	links  []link.Link
 	reader *ringbuf.Reader
@@ -137,6 +144,12 @@ func Load(cfg Config) (*Jail, error) {
 			return nil, fmt.Errorf("attach %s: %w: %w", name, ErrNotSupported, err)
 		}
 		j.links = append(j.links, l)
+	}
+	if cfg.PinDir != "" {
+		if err := j.pin(cfg.PinDir); err != nil {
+			j.Close()
+			return nil, err
+		}
 	}
 	if err := j.register(cfg.Rules); err != nil {
 		j.Close()
@@ -272,6 +285,20 @@ func (j *Jail) LinkFiles() ([]*os.File, error) {
 	return files, nil
 }
 
+// pin pins every link under dir.
+func (j *Jail) pin(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("pin programs: %w", err)
+	}
+	j.pinDir = dir
+	for i, l := range j.links {
+		if err := l.Pin(filepath.Join(dir, fmt.Sprintf("link%d", i))); err != nil {
+			return fmt.Errorf("pin programs: %w", err)
+		}
+	}
+	return nil
+}
+
 // Counters are totals kept by the kernel, summed over CPUs.
 type Counters struct {
 	InBounds, System, Escapes, Lost, ForkDenied uint64
@@ -325,6 +352,9 @@ func (j *Jail) Flush() error { return j.reader.Flush() }
 // Close detaches the programs and frees the maps. Jailed processes that are
 // still alive are no longer confined after this: the caller kills them first.
 func (j *Jail) Close() error {
+	if j.pinDir != "" {
+		os.RemoveAll(j.pinDir) // unpins: the links now live only as long as their fds
+	}
 	if j.reader != nil {
 		j.reader.Close()
 	}

@@ -28,12 +28,14 @@ func openCell(facts kernel.Facts, cfg jail.Config, p policy.Policy) (*cell, erro
 	if !facts.BPFInLSM {
 		return nil, notSupported(facts)
 	}
+	sweep(facts.Cgroup2)
 	cg, err := newCgroup(facts.Cgroup2)
 	if err != nil {
 		return nil, err
 	}
 	cfg.CgroupID = cg.ID
 	cfg.Rules = p.Rules()
+	cfg.PinDir = pinDir(cg.Path)
 	j, err := jail.Load(cfg)
 	if err != nil {
 		cg.Close()

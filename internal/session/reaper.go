@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -52,8 +53,12 @@ func Reap(cgroupPath string) int {
 	pipe := os.NewFile(3, "session")
 	io.Copy(io.Discard, pipe) // returns when the session's end closes
 	if err := killCgroup(cgroupPath, 30*time.Second); err != nil {
+		// The pins stay: the cell stays closed until a later sweep.
 		fmt.Fprintf(os.Stderr, "agent-lock reaper: %v\n", err)
 		return 1
+	}
+	if base := pinBase(); base != "" {
+		os.RemoveAll(filepath.Join(base, filepath.Base(cgroupPath)))
 	}
 	return 0
 }

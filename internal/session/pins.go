@@ -1,0 +1,106 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The programs of a session are held three ways: by agent-lock, by its
+// reaper, and by pins on the bpf file system. The pins are what keeps a
+// cell closed when both processes are killed at once (`pkill -9
+// agent-lock` matches both): the agent's processes then stay confined, and
+// the next agent-lock run kills them (sweep).
+
+const bpffsMagic = 0xcafe4a11
+
+// pinBase is where sessions pin their links, or "" where no bpf file system
+// is mounted at /sys/fs/bpf; the reaper still holds the cell then.
+func pinBase() string {
+	const mnt = "/sys/fs/bpf"
+	var st unix.Statfs_t
+	if err := unix.Statfs(mnt, &st); err != nil || st.Type != bpffsMagic {
+		return ""
+	}
+	base := filepath.Join(mnt, "agent-lock")
+	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return ""
+	}
+	return base
+}
+
+// pinDir is the pin directory of the session whose cgroup is at cgPath.
+func pinDir(cgPath string) string {
+	base := pinBase()
+	if base == "" {
+		fmt.Fprintln(os.Stderr, "agent-lock: no bpf file system at /sys/fs/bpf: the jail lasts only as long as agent-lock or its reaper")
+		return ""
+	}
+	return filepath.Join(base, filepath.Base(cgPath))
+}
+
+// sweep kills the cells whose agent-lock is gone and unpins their programs.
+// A session's cgroup is named s<pid>-<random> after its agent-lock; while
+// that pid lives (or has been reused: the cell then stays closed, the safe
+// side) the cell is left alone.
+func sweep(cgMount string) {
+	if cgMount == "" {
+		return
+	}
+	base := filepath.Join(cgMount, "agent-lock")
+	ents, _ := os.ReadDir(base)
+	pins := pinBase()
+	for _, e := range ents {
+		pid, ok := sessionPID(e.Name())
+		if !ok || alive(pid) {
+			continue
+		}
+		if err := killCgroup(filepath.Join(base, e.Name()), 10*time.Second); err != nil {
+			fmt.Fprintf(os.Stderr, "agent-lock: an orphaned cell: %v\n", err)
+			continue
+		}
+		if pins != "" {
+			os.RemoveAll(filepath.Join(pins, e.Name()))
+		}
+	}
+	if pins == "" {
+		return
+	}
+	// Pins whose cgroup is gone hold programs that jail nobody.
+	pinned, _ := os.ReadDir(pins)
+	for _, e := range pinned {
+		pid, ok := sessionPID(e.Name())
+		if !ok || alive(pid) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(base, e.Name())); errors.Is(err, os.ErrNotExist) {
+			os.RemoveAll(filepath.Join(pins, e.Name()))
+		}
+	}
+}
+
+// sessionPID reads the pid out of a session cgroup's name.
+func sessionPID(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "s")
+	if !ok {
+		return 0, false
+	}
+	p, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	return pid, err == nil && pid > 0
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
