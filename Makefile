@@ -16,7 +16,7 @@ BUILD := .build
 # run in every guest by test/guest-suite.sh.
 VM_TEST_PKGS ?= ./internal/jail ./internal/session
 VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
-VMTEST_FLAGS ?=
+VMTEST_FLAGS ?= -timeout=40m
 BPF_CLANG ?= clang-19
 
 # qemu-system-x86 brings virtiofsd; busybox-static is the guests'
