@@ -80,10 +80,14 @@ func kernelCmdline() string {
 	return "console=ttyS0 lsm=lockdown,capability,landlock,bpf panic=-1 quiet"
 }
 
-func qemuArgs(vmlinuz, initrd, socket string, memMB, cpus int) []string {
+func qemuArgs(vmlinuz, initrd, socket string, memMB, cpus int, singleThread bool) []string {
 	mem := strconv.Itoa(memMB)
+	accel := "tcg"
+	if singleThread {
+		accel = "tcg,thread=single"
+	}
 	return []string{
-		"-accel", "tcg", "-cpu", "max",
+		"-accel", accel, "-cpu", "max",
 		"-m", mem, "-smp", strconv.Itoa(cpus),
 		"-nographic", "-no-reboot", "-no-user-config",
 		"-serial", "stdio", "-monitor", "none", "-parallel", "none",
@@ -146,7 +150,7 @@ func Run(ctx context.Context, img Image, opts Options) (Result, error) {
 	defer stopVirtiofsd()
 
 	var qemuErr bytes.Buffer
-	qemu := exec.CommandContext(ctx, qemuPath, qemuArgs(filepath.Join(img.Root, img.Vmlinuz), initrd, socket, opts.MemoryMB, opts.CPUs)...)
+	qemu := exec.CommandContext(ctx, qemuPath, qemuArgs(filepath.Join(img.Root, img.Vmlinuz), initrd, socket, opts.MemoryMB, opts.CPUs, img.Kernel.SingleThreadTCG)...)
 	qemu.Stderr = &qemuErr
 	qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	qemu.WaitDelay = 5 * time.Second
