@@ -20,8 +20,9 @@ VMTEST_FLAGS ?= -timeout=40m
 BPF_CLANG ?= clang-19
 
 # qemu-system-x86 brings virtiofsd; busybox-static is the guests'
-# initramfs; gcc and libc6-dev are cgo for `go test -race`.
-DEPS := qemu-system-x86 busybox-static gcc libc6-dev
+# initramfs; gcc and libc6-dev are cgo for `go test -race`; tmux is the
+# real terminal of the dashboard's end-to-end test.
+DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
 .PHONY: test build test-bins unit vmtest vmtest-self adversary deps generate-deps generate check-generate clean

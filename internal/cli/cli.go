@@ -26,6 +26,7 @@ const usage = `agent-lock: jail an AI coding agent in one directory, with BPF-LS
 Usage:
   sudo agent-lock [flags] [DIR] [-- COMMAND [ARG...]]
   sudo agent-lock doctor
+  agent-lock replay [--fast] FILE   show a recorded session (--report FILE) in the dashboard
   agent-lock version
 
 DIR defaults to the current directory; COMMAND to your login shell. The agent
@@ -55,6 +56,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case "doctor":
 			return doctor(ctx, stdout, stderr)
+		case "replay":
+			return replay(ctx, args[1:], os.Stdin, stdout, stderr)
 		case session.ReaperArg:
 			if len(args) != 2 {
 				return session.ExitFailed

@@ -1,0 +1,229 @@
+// Package dashboard is agent-lock's live terminal view of a session: what
+// the kernel let the agent touch and what it refused. Board aggregates the
+// kernel's reports in plain Go (bounded, testable without a terminal); Model
+// draws a Board with Bubble Tea.
+package dashboard
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/agent-lock/agent-lock/internal/report"
+)
+
+const (
+	// DefaultMaxPaths bounds the distinct outside paths a Board keeps; later
+	// paths are counted in an "N more" row. A runaway agent walking the whole
+	// file system must not grow the dashboard without bound.
+	DefaultMaxPaths = 5000
+	// maxRecent is how many decisions the live panel can show.
+	maxRecent = 256
+	// maxActors is how many distinct processes a target remembers.
+	maxActors = 16
+	// rateWindow is how many one-second buckets the sparkline spans.
+	rateWindow = 60
+)
+
+// Target is everything the agent tried on one outside path.
+type Target struct {
+	Path        string
+	Count       uint64
+	Sensitive   bool
+	First, Last time.Time
+	// Ops counts each operation tried on the path (read, write, exec, ...).
+	Ops map[string]uint64
+	// Actors are the distinct processes that tried, first seen first, at
+	// most maxActors; MoreActors says others tried too.
+	Actors     []report.Actor
+	MoreActors bool
+	// Verdicts counts what the kernel did: blocked, or allowed in audit.
+	Blocked, Reached uint64
+}
+
+// MainOp is the operation tried most often on the target (ties: by name).
+func (t *Target) MainOp() string {
+	best, n := "", uint64(0)
+	for op, c := range t.Ops {
+		if c > n || (c == n && op < best) {
+			best, n = op, c
+		}
+	}
+	return best
+}
+
+// Board is the aggregate state of one session. It is not safe for
+// concurrent use: the dashboard's update loop owns it.
+type Board struct {
+	Start   *report.Start
+	Summary *report.Summary
+
+	// Tallies, as the kernel decided them. InBounds and System come from the
+	// session's counters, which arrive with the summary.
+	InBounds, System, Blocked, Reached uint64
+
+	maxPaths int
+	targets  map[string]*Target
+	ranked   []*Target // sorted lazily; nil when stale
+	// MorePaths counts the events on paths that arrived once the board held
+	// maxPaths of them: the "N more" row.
+	MorePaths uint64
+
+	recent    [maxRecent]report.Event
+	nRecent   int // events written into recent, ever
+	rate      [rateWindow]uint64
+	rateSec   int64 // the Unix second of rate's newest bucket
+	lastEvent time.Time
+}
+
+// NewBoard returns an empty Board keeping at most maxPaths distinct paths
+// (DefaultMaxPaths if maxPaths <= 0).
+func NewBoard(maxPaths int) *Board {
+	if maxPaths <= 0 {
+		maxPaths = DefaultMaxPaths
+	}
+	return &Board{maxPaths: maxPaths, targets: make(map[string]*Target)}
+}
+
+// Apply folds one report record into the board.
+func (b *Board) Apply(r report.Record) {
+	switch {
+	case r.Start != nil:
+		s := *r.Start
+		b.Start = &s
+	case r.Event != nil:
+		b.Add(*r.Event)
+	case r.Summary != nil:
+		s := *r.Summary
+		b.Summary = &s
+		b.InBounds, b.System = s.InBounds, s.System
+	}
+}
+
+// Add folds one kernel decision into the board.
+func (b *Board) Add(e report.Event) {
+	if e.Verdict == report.Allowed {
+		b.Reached++
+	} else {
+		b.Blocked++
+	}
+	b.recent[b.nRecent%maxRecent] = e
+	b.nRecent++
+	b.tick(e.Time)
+	if e.Time.After(b.lastEvent) {
+		b.lastEvent = e.Time
+	}
+
+	t := b.targets[e.Path]
+	if t == nil {
+		if len(b.targets) >= b.maxPaths {
+			b.MorePaths++
+			return
+		}
+		t = &Target{Path: e.Path, First: e.Time, Ops: make(map[string]uint64)}
+		b.targets[e.Path] = t
+	}
+	t.Count++
+	t.Ops[e.Op]++
+	t.Sensitive = t.Sensitive || e.Sensitive
+	if e.Verdict == report.Allowed {
+		t.Reached++
+	} else {
+		t.Blocked++
+	}
+	if e.Time.Before(t.First) {
+		t.First = e.Time
+	}
+	if e.Time.After(t.Last) {
+		t.Last = e.Time
+	}
+	a := report.Actor{Comm: e.Comm, PID: e.PID}
+	if !slices.Contains(t.Actors, a) {
+		if len(t.Actors) < maxActors {
+			t.Actors = append(t.Actors, a)
+		} else {
+			t.MoreActors = true
+		}
+	}
+	b.ranked = nil
+}
+
+// tick counts an event in the rate buckets of its second.
+func (b *Board) tick(t time.Time) {
+	sec := t.Unix()
+	switch {
+	case b.rateSec == 0:
+		b.rateSec = sec
+	case sec > b.rateSec:
+		shift := sec - b.rateSec
+		if shift >= rateWindow {
+			b.rate = [rateWindow]uint64{}
+		} else {
+			copy(b.rate[:], b.rate[shift:])
+			clear(b.rate[rateWindow-shift:])
+		}
+		b.rateSec = sec
+	case b.rateSec-sec >= rateWindow:
+		return // older than the window
+	}
+	b.rate[rateWindow-1-(b.rateSec-sec)]++
+}
+
+// Rate returns the events per second over the last n seconds up to now,
+// oldest first. Seconds after the newest event count as idle.
+func (b *Board) Rate(now time.Time, n int) []uint64 {
+	n = min(n, rateWindow)
+	out := make([]uint64, n)
+	if b.rateSec == 0 {
+		return out
+	}
+	lag := now.Unix() - b.rateSec // seconds since the newest bucket
+	for i := range n {
+		// out[i] is the second now-(n-1-i), which is age seconds before the newest bucket.
+		age := int64(n-1-i) - lag
+		if age >= 0 && age < rateWindow {
+			out[i] = b.rate[rateWindow-1-age]
+		}
+	}
+	return out
+}
+
+// Targets returns the outside paths ranked: most attempts first, then
+// sensitive first, then by path.
+func (b *Board) Targets() []*Target {
+	if b.ranked == nil {
+		b.ranked = make([]*Target, 0, len(b.targets))
+		for _, t := range b.targets {
+			b.ranked = append(b.ranked, t)
+		}
+		slices.SortFunc(b.ranked, func(x, y *Target) int {
+			if c := cmp.Compare(y.Count, x.Count); c != 0 {
+				return c
+			}
+			if x.Sensitive != y.Sensitive {
+				if x.Sensitive {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(x.Path, y.Path)
+		})
+	}
+	return b.ranked
+}
+
+// Recent returns up to n of the latest decisions, newest last.
+func (b *Board) Recent(n int) []report.Event {
+	n = min(n, b.nRecent, maxRecent)
+	out := make([]report.Event, 0, n)
+	for i := b.nRecent - n; i < b.nRecent; i++ {
+		out = append(out, b.recent[i%maxRecent])
+	}
+	return out
+}
+
+// Escapes is the number of out-of-bounds attempts, blocked or reached.
+func (b *Board) Escapes() uint64 { return b.Blocked + b.Reached }
+
+// Audit reports whether the session lets out-of-bounds operations through.
+func (b *Board) Audit() bool { return b.Start != nil && b.Start.Mode == report.Audit }

@@ -1,0 +1,165 @@
+package dashboard
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agent-lock/agent-lock/internal/report"
+)
+
+func TestBoardRanksAndTallies(t *testing.T) {
+	b := NewBoard(0)
+	for _, r := range sampleRecords() {
+		b.Apply(r)
+	}
+	if b.Blocked != 32 || b.Reached != 0 || b.Escapes() != 32 {
+		t.Errorf("blocked %d reached %d", b.Blocked, b.Reached)
+	}
+	if b.InBounds != 48213 || b.System != 9120 {
+		t.Errorf("in-bounds %d system %d: the summary's counters were not taken", b.InBounds, b.System)
+	}
+	ts := b.Targets()
+	if len(ts) != 15 {
+		t.Fatalf("%d targets, want 15", len(ts))
+	}
+	top := ts[0]
+	if top.Path != "/home/alice/.ssh/id_ed25519" || top.Count != 13 || !top.Sensitive {
+		t.Errorf("top target %+v", top)
+	}
+	if top.Ops["read"] != 12 || top.Ops["write"] != 1 || top.MainOp() != "read" {
+		t.Errorf("ops %v main %s", top.Ops, top.MainOp())
+	}
+	if len(top.Actors) != 1 || top.Actors[0] != (report.Actor{Comm: "node", PID: 1200}) {
+		t.Errorf("actors %v", top.Actors)
+	}
+	if !top.First.Equal(t0.Add(time.Second)) || !top.Last.Equal(t0.Add(6*time.Second)) {
+		t.Errorf("first %v last %v", top.First, top.Last)
+	}
+	if ts[1].Path != "/home/alice/.aws/credentials" || len(ts[1].Actors) != 5 {
+		t.Errorf("second target %+v", ts[1])
+	}
+	// Ties in count: sensitive first, then by path.
+	var ones []string
+	for _, x := range ts {
+		if x.Count == 1 {
+			ones = append(ones, x.Path)
+		}
+	}
+	if ones[0] != "/home/alice/.bash_history" {
+		t.Errorf("among single attempts, the sensitive one is not first: %v", ones)
+	}
+}
+
+func TestBoardBoundsPathsAndActors(t *testing.T) {
+	b := NewBoard(100)
+	for i := range 1000 {
+		b.Add(report.Event{Time: t0, Comm: "find", PID: uint32(i), Op: "read",
+			Path: fmt.Sprintf("/p/%d", i%300), Verdict: report.Blocked})
+	}
+	if n := len(b.Targets()); n != 100 {
+		t.Errorf("%d paths kept, want the cap of 100", n)
+	}
+	// 300 distinct paths, 100 kept: the 200 others' 2/3 of 1000 events are
+	// "more"; kept paths keep counting.
+	var kept uint64
+	for _, x := range b.Targets() {
+		kept += x.Count
+		if len(x.Actors) > maxActors {
+			t.Fatalf("%s remembers %d actors", x.Path, len(x.Actors))
+		}
+	}
+	if kept+b.MorePaths != 1000 || b.MorePaths == 0 {
+		t.Errorf("kept %d + more %d != 1000", kept, b.MorePaths)
+	}
+	if b.Blocked != 1000 {
+		t.Errorf("blocked %d: the cap must not lose counts", b.Blocked)
+	}
+	for _, x := range b.Targets() {
+		if x.Count > 4 && !x.MoreActors {
+			t.Errorf("%s: %d attempts by distinct pids but MoreActors unset", x.Path, x.Count)
+		}
+	}
+}
+
+func TestBoardRecentIsNewestLast(t *testing.T) {
+	b := NewBoard(0)
+	for i := range maxRecent + 10 {
+		b.Add(report.Event{Time: t0, PID: uint32(i), Op: "read", Path: "/x"})
+	}
+	r := b.Recent(3)
+	if len(r) != 3 || r[2].PID != maxRecent+9 || r[0].PID != maxRecent+7 {
+		t.Errorf("recent %v", r)
+	}
+	if len(b.Recent(10*maxRecent)) != maxRecent {
+		t.Errorf("recent is not bounded by maxRecent")
+	}
+}
+
+func TestBoardRate(t *testing.T) {
+	b := NewBoard(0)
+	add := func(sec, n int) {
+		for range n {
+			b.Add(report.Event{Time: t0.Add(time.Duration(sec) * time.Second), Op: "read", Path: "/x"})
+		}
+	}
+	add(0, 3)
+	add(2, 5)
+	add(1, 1) // out of order, still counted in its second
+	got := b.Rate(t0.Add(2*time.Second), 4)
+	want := []uint64{0, 3, 1, 5}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rate %v, want %v", got, want)
+	}
+	// Idle seconds after the last event show as zero.
+	if got := b.Rate(t0.Add(4*time.Second), 3); fmt.Sprint(got) != "[5 0 0]" {
+		t.Errorf("rate two seconds later %v", got)
+	}
+	// A jump past the window clears it.
+	add(500, 1)
+	if got := b.Rate(t0.Add(500*time.Second), 3); fmt.Sprint(got) != "[0 0 1]" {
+		t.Errorf("rate after a long gap %v", got)
+	}
+}
+
+// A single blocked attempt among millions must keep a cell of the bar.
+func TestSegmentsNeverRoundAwayACategory(t *testing.T) {
+	for _, w := range []int{4, 10, 80, 200} {
+		for _, counts := range [][]uint64{
+			{5_000_000, 0, 1, 0},
+			{5_000_000, 3_000_000, 1, 1},
+			{1, 1, 1, 1},
+			{0, 0, 7, 0},
+			{10, 0, 0, 0},
+			{999, 1, 0, 0},
+		} {
+			cells := segments(counts, w)
+			sum := 0
+			for i, c := range cells {
+				sum += c
+				if counts[i] > 0 && c < 1 {
+					t.Errorf("w=%d %v: category %d rounded away: %v", w, counts, i, cells)
+				}
+				if counts[i] == 0 && c != 0 {
+					t.Errorf("w=%d %v: empty category %d got cells: %v", w, counts, i, cells)
+				}
+			}
+			if sum != w {
+				t.Errorf("w=%d %v: cells %v sum to %d", w, counts, cells, sum)
+			}
+		}
+	}
+}
+
+func BenchmarkBoardAdd(b *testing.B) {
+	board := NewBoard(0)
+	events := make([]report.Event, 4096)
+	for i := range events {
+		events[i] = report.Event{Time: t0.Add(time.Duration(i) * time.Millisecond), Comm: "find",
+			PID: uint32(i % 50), Op: "read", Path: fmt.Sprintf("/home/a/src/%d", i%9000), Verdict: report.Blocked}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		board.Add(events[i%len(events)])
+	}
+}

@@ -1,0 +1,285 @@
+package dashboard
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/agent-lock/agent-lock/internal/report"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestMain(m *testing.M) {
+	time.Local = time.UTC
+	os.Exit(m.Run())
+}
+
+// fed returns a dashboard that has received recs, at w×h.
+func fed(recs []report.Record, w, h int) *Model {
+	m := New(Options{Home: "/home/alice", LogPath: "/home/alice/.local/state/agent-lock/s1.log",
+		Now: func() time.Time { return t0.Add(9 * time.Second) }})
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	m.Update(RecordsMsg(recs))
+	return m
+}
+
+func press(m *Model, keys ...string) tea.Cmd {
+	var cmd tea.Cmd
+	for _, k := range keys {
+		_, cmd = m.Update(keyMsg(k))
+	}
+	return cmd
+}
+
+func keyMsg(k string) tea.KeyPressMsg {
+	switch k {
+	case "up":
+		return tea.KeyPressMsg{Code: tea.KeyUp}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "pgdown":
+		return tea.KeyPressMsg{Code: tea.KeyPgDown}
+	case "pgup":
+		return tea.KeyPressMsg{Code: tea.KeyPgUp}
+	}
+	r := []rune(k)[0]
+	return tea.KeyPressMsg{Code: r, Text: k}
+}
+
+// screen renders m through a fixed colour profile: the golden files hold
+// the text attributes (the cursor's reverse video) but no colours, so they
+// do not depend on the terminal the tests ran in.
+func screen(t *testing.T, m *Model, profile colorprofile.Profile) string {
+	t.Helper()
+	var buf bytes.Buffer
+	w := &colorprofile.Writer{Forward: &buf, Profile: profile}
+	if _, err := w.Write([]byte(m.View().Content)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update rewrites it after review):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestGoldenViews(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 50}} {
+		w, h := size[0], size[1]
+		t.Run(fmt.Sprintf("%dx%d", w, h), func(t *testing.T) {
+			m := fed(sampleRecords(), w, h)
+			press(m, "down")
+			got := screen(t, m, colorprofile.Ascii)
+			golden(t, fmt.Sprintf("view-%dx%d.golden", w, h), got)
+			checkGeometry(t, got, w, h)
+			press(m, "enter")
+			got = screen(t, m, colorprofile.Ascii)
+			golden(t, fmt.Sprintf("detail-%dx%d.golden", w, h), got)
+			checkGeometry(t, got, w, h)
+		})
+	}
+}
+
+// checkGeometry: exactly h lines, none wider than w, whatever the content.
+func checkGeometry(t *testing.T, s string, w, h int) {
+	t.Helper()
+	lines := strings.Split(s, "\n")
+	if len(lines) != h {
+		t.Errorf("%d lines on a %d-line terminal", len(lines), h)
+	}
+	for i, l := range lines {
+		if n := ansi.StringWidth(l); n > w {
+			t.Errorf("line %d is %d cells on a %d-cell terminal: %q", i, n, w, ansi.Strip(l))
+		}
+	}
+}
+
+func TestNoColorStaysLegible(t *testing.T) {
+	m := fed(sampleRecords(), 120, 40)
+	plain := ansi.Strip(screen(t, m, colorprofile.NoTTY))
+	for _, want := range []string{"JAILED", "~/proj", "32 escape attempts blocked", "blocked", "🔥", "~/.ssh/id_ed25519", "node[1200]"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("without colour the screen lacks %q:\n%s", want, plain)
+		}
+	}
+}
+
+func TestAuditMasthead(t *testing.T) {
+	recs := sampleRecords()
+	start := *recs[0].Start
+	start.Mode = report.Audit
+	recs[0].Start = &start
+	for _, r := range recs[1:] {
+		if r.Event != nil {
+			r.Event.Verdict = report.Allowed
+		}
+	}
+	m := fed(recs, 120, 40)
+	s := ansi.Strip(m.View().Content)
+	for _, want := range []string{"AUDIT · UNCONFINED", "32 out-of-bounds reaches got through", "reached 32", "reached"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("audit screen lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "jail is holding") {
+		t.Errorf("audit screen claims the jail holds:\n%s", s)
+	}
+}
+
+func TestKeysMoveCursorAndOpenDetail(t *testing.T) {
+	m := fed(sampleRecords(), 80, 24)
+	n := len(m.board.Targets())
+	press(m, "j", "j", "k")
+	if m.cursor != 1 {
+		t.Errorf("j j k: cursor %d, want 1", m.cursor)
+	}
+	press(m, "G")
+	if m.cursor != n-1 {
+		t.Errorf("G: cursor %d, want %d", m.cursor, n-1)
+	}
+	press(m, "down")
+	if m.cursor != n-1 {
+		t.Errorf("down past the end: cursor %d", m.cursor)
+	}
+	press(m, "g")
+	if m.cursor != 0 {
+		t.Errorf("g: cursor %d", m.cursor)
+	}
+	press(m, "pgdown")
+	if m.cursor == 0 {
+		t.Error("pgdown did not move")
+	}
+	press(m, "pgup", "up")
+	if m.cursor != 0 {
+		t.Errorf("pgup: cursor %d", m.cursor)
+	}
+	// The list scrolls so the cursor stays visible.
+	press(m, "G")
+	if s := ansi.Strip(m.View().Content); !strings.Contains(s, "project") {
+		t.Errorf("after G the last row is not on screen:\n%s", s)
+	}
+
+	press(m, "g", "enter")
+	s := ansi.Strip(m.View().Content)
+	for _, want := range []string{"Detail · ~/.ssh/id_ed25519", "13 attempts", "read", "write", "node[1200]", "first 17:04:03", "last 17:04:08"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("detail lacks %q:\n%s", want, s)
+		}
+	}
+	if cmd := press(m, "esc"); cmd != nil {
+		t.Error("esc in the detail must go back, not quit")
+	}
+	if m.detail {
+		t.Error("esc did not close the detail")
+	}
+	if cmd := press(m, "esc"); !isQuit(cmd) {
+		t.Error("esc on the list does not quit")
+	}
+	if cmd := press(m, "q"); !isQuit(cmd) {
+		t.Error("q does not quit")
+	}
+}
+
+func isQuit(cmd tea.Cmd) bool {
+	if cmd == nil {
+		return false
+	}
+	_, ok := cmd().(tea.QuitMsg)
+	return ok
+}
+
+func TestCopySummary(t *testing.T) {
+	m := fed(sampleRecords(), 120, 40)
+	cmd := press(m, "c")
+	if cmd == nil {
+		t.Fatal("c returned no command")
+	}
+	msg := cmd()
+	if fmt.Sprintf("%T", msg) != "tea.setClipboardMsg" {
+		t.Errorf("c sent %T, want the OSC 52 clipboard message", msg)
+	}
+	want := Summary(m.board, "/home/alice")
+	if fmt.Sprint(msg) != want {
+		t.Errorf("clipboard %q, want %q", fmt.Sprint(msg), want)
+	}
+	s := ansi.Strip(m.View().Content)
+	if !strings.Contains(s, "agent-lock session: JAILED (enforce) in ~/proj") {
+		t.Errorf("the copied summary is not shown:\n%s", s)
+	}
+	press(m, "j")
+	if m.copied != "" || m.cursor != 0 {
+		t.Errorf("the first key after c must only close the summary (cursor %d)", m.cursor)
+	}
+	for _, line := range []string{
+		"verdict: 32 escape attempts blocked — the jail is holding",
+		"in-bounds 48,213 · system 9,120 · blocked 32",
+		"13  read     ~/.ssh/id_ed25519 🔥",
+		"sensitive targets: ~/.aws/credentials, ~/.bash_history, ~/.ssh/id_ed25519",
+	} {
+		if !strings.Contains(want, line) {
+			t.Errorf("summary lacks %q:\n%s", line, want)
+		}
+	}
+}
+
+func TestResizeReflows(t *testing.T) {
+	m := fed(sampleRecords(), 200, 50)
+	wide := ansi.Strip(m.View().Content)
+	if !strings.Contains(wide, "│") {
+		t.Error("a wide terminal does not show the panels side by side")
+	}
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	narrow := ansi.Strip(m.View().Content)
+	if strings.Contains(narrow, " │ ") {
+		t.Error("a narrow terminal still splits the panels")
+	}
+	checkGeometry(t, narrow, 80, 24)
+}
+
+// A flood is one update per batch: 100,000 events, then a render.
+func BenchmarkFloodBatchAndRender(b *testing.B) {
+	batch := make(RecordsMsg, 100_000)
+	for i := range batch {
+		batch[i] = report.Record{Type: report.TypeEscape, Event: &report.Event{
+			Time: t0.Add(time.Duration(i) * 10 * time.Microsecond), Comm: "find", PID: uint32(i % 64),
+			Op: "read", Path: fmt.Sprintf("/home/alice/src/%d/x", i%20000), Verdict: report.Blocked,
+			Sensitive: i%97 == 0,
+		}}
+	}
+	m := fed(sampleRecords()[:1], 120, 40)
+	b.ResetTimer()
+	for range b.N {
+		m.Update(batch)
+		_ = m.View()
+	}
+}
