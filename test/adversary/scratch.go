@@ -10,24 +10,24 @@ var scratchTechniques = []Technique{
 		Cmd: bash("cat /tmp/shared-secret"), Effect: leaked},
 	{Name: "tmp-shared-overwrite", Family: "scratch", Doc: "overwrite /tmp/shared-secret",
 		Ops: ops("write"), Path: "/tmp/shared-secret",
-		Cmd: bash("echo pwned > /tmp/shared-secret"),
+		Cmd:    bash("echo pwned > /tmp/shared-secret"),
 		Effect: sharedChanged("/tmp/shared-secret")},
 	{Name: "shm-read", Family: "scratch", Doc: "read /dev/shm/shared-secret",
 		Ops: ops("read"), Path: "/dev/shm/shared-secret",
 		Cmd: bash("cat /dev/shm/shared-secret"), Effect: leaked},
 	{Name: "shm-overwrite", Family: "scratch", Doc: "overwrite /dev/shm/shared-secret",
 		Ops: ops("write"), Path: "/dev/shm/shared-secret",
-		Cmd: bash("echo pwned > /dev/shm/shared-secret"),
+		Cmd:    bash("echo pwned > /dev/shm/shared-secret"),
 		Effect: sharedChanged("/dev/shm/shared-secret")},
 	// Creating in the shared places is allowed (POSIX semaphores live in
 	// /dev/shm; some tools ignore TMPDIR): what was made outside stays out.
 	{Name: "tmp-unlink-foreign", Family: "scratch", Doc: "rm /tmp/shared-secret, made outside the jail",
 		Ops: ops("unlink"), Path: "/tmp/shared-secret",
-		Cmd: bash("rm -f /tmp/shared-secret"),
+		Cmd:    bash("rm -f /tmp/shared-secret"),
 		Effect: sharedChanged("/tmp/shared-secret")},
 	{Name: "tmp-rename-foreign", Family: "scratch", Doc: "mv /tmp/shared-secret away, to plant a file under its name",
 		Ops: ops("rename"), Path: "/tmp/shared-secret",
-		Cmd: bash("mv /tmp/shared-secret /tmp/adv-planted"),
+		Cmd:    bash("mv /tmp/shared-secret /tmp/adv-planted"),
 		Effect: sharedChanged("/tmp/shared-secret")},
 }
 
