@@ -61,12 +61,24 @@ type Summary struct {
 	Duration time.Duration
 }
 
+// Progress is the kernel's running tallies, written while the session runs
+// (at most once a second, when they changed) so that a live view shows
+// in-bounds and system traffic, not only escapes.
+type Progress struct {
+	Time     time.Time
+	InBounds uint64
+	System   uint64
+	Escapes  uint64
+	Lost     uint64
+}
+
 // Writer writes one session's report. Implementations are safe for
 // concurrent use and flush every record, because report files are tailed
 // live.
 type Writer interface {
 	Start(Start) error
 	Escape(Event) error
+	Progress(Progress) error
 	Summary(Summary) error
 }
 
@@ -74,16 +86,18 @@ type Writer interface {
 type RecordType string
 
 const (
-	TypeStart   RecordType = "start"
-	TypeEscape  RecordType = "escape"
-	TypeSummary RecordType = "summary"
+	TypeStart    RecordType = "start"
+	TypeEscape   RecordType = "escape"
+	TypeSummary  RecordType = "summary"
+	TypeProgress RecordType = "progress"
 )
 
 // Record is one parsed JSON-lines record: Type and the one pointer that
 // matches it. Records of a type this version does not know carry only Type.
 type Record struct {
-	Type    RecordType
-	Start   *Start
-	Event   *Event
-	Summary *Summary
+	Type     RecordType
+	Start    *Start
+	Event    *Event
+	Summary  *Summary
+	Progress *Progress
 }

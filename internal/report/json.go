@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 )
 
-// The JSON shapes of the three records. They are separate from the model so
+// The JSON shapes of the records. They are separate from the model so
 // the model stays plain Go and the wire format (docs/report-schema.md) is
 // spelled out in one place: field order here is key order on the wire.
 
@@ -61,6 +61,15 @@ type jsonSummary struct {
 	Escapes    uint64     `json:"escapes"`
 	Lost       uint64     `json:"lost"`
 	DurationMS int64      `json:"duration_ms"`
+}
+
+type jsonProgress struct {
+	Type     RecordType `json:"type"`
+	Time     string     `json:"time"`
+	InBounds uint64     `json:"in_bounds"`
+	System   uint64     `json:"system"`
+	Escapes  uint64     `json:"escapes"`
+	Lost     uint64     `json:"lost"`
 }
 
 // now is replaced in tests.
@@ -170,6 +179,13 @@ func (j *jsonWriter) Summary(s Summary) error {
 		Escapes:    s.Escapes,
 		Lost:       s.Lost,
 		DurationMS: s.Duration.Milliseconds(),
+	})
+}
+
+func (j *jsonWriter) Progress(p Progress) error {
+	return j.write(TypeProgress, jsonProgress{
+		Type: TypeProgress, Time: stamp(p.Time), InBounds: p.InBounds, System: p.System,
+		Escapes: p.Escapes, Lost: p.Lost,
 	})
 }
 
@@ -291,6 +307,16 @@ func parseRecord(line []byte) (Record, error) {
 			return Record{}, err
 		}
 		rec.Summary = &s
+	case TypeProgress:
+		var jp jsonProgress
+		if err := json.Unmarshal(line, &jp); err != nil {
+			return Record{}, err
+		}
+		t, err := parseTime(jp.Time)
+		if err != nil {
+			return Record{}, err
+		}
+		rec.Progress = &Progress{Time: t, InBounds: jp.InBounds, System: jp.System, Escapes: jp.Escapes, Lost: jp.Lost}
 	case "":
 		return Record{}, errors.New(`record has no "type"`)
 	}
@@ -377,3 +403,8 @@ func (js jsonSummary) model() (Summary, error) {
 		Escapes: js.Escapes, Lost: js.Lost, Duration: time.Duration(js.DurationMS) * time.Millisecond,
 	}, nil
 }
+
+// ParseLine parses one JSON-lines record, as Read does for each line; it is
+// for readers that split lines themselves, such as one following a live
+// report.
+func ParseLine(line []byte) (Record, error) { return parseRecord(line) }
