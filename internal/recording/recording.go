@@ -1,0 +1,280 @@
+// Package recording keeps every session's report in the user's state
+// directory ($XDG_STATE_HOME/agent-lock, by default ~/.local/state/agent-lock):
+// it creates the files as that user, lists the sessions still running, and
+// follows one live, which is how `agent-lock watch` attaches.
+//
+// Who may watch is who may read the file: it is created 0600 and owned by
+// the user who started the session, so root and that user can, other users
+// cannot, and a jailed process cannot either because the state directory is
+// outside its project directory (the jail refuses the open).
+package recording
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/report"
+)
+
+// Ext is the recordings' file name extension.
+const Ext = ".jsonl"
+
+// Dir is the recordings folder of a user whose home is home. xdgState is
+// that user's XDG_STATE_HOME, used when it is an absolute path, as the XDG
+// base directory specification says.
+func Dir(home, xdgState string) string {
+	if filepath.IsAbs(xdgState) {
+		return filepath.Join(xdgState, "agent-lock")
+	}
+	return filepath.Join(home, ".local", "state", "agent-lock")
+}
+
+// Owner is the user recordings belong to.
+type Owner struct{ UID, GID uint32 }
+
+// Create makes dir (and its parents, 0700) and a new file name in it (0600),
+// acting as owner. agent-lock runs as root, and the folder is the user's: a
+// root process creating files by path there would follow whatever symlinks
+// the user planted (into /etc, say) and hand the result to the user. With
+// the thread's file-system ids switched to the user, the kernel checks every
+// step as it would for the user, and drops root's file capabilities.
+func Create(dir, name string, owner Owner) (*os.File, error) {
+	type result struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// The thread is never handed back: it exits with the goroutine,
+		// whatever ids it was left with.
+		runtime.LockOSThread()
+		if err := setfsids(owner.UID, owner.GID); err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			ch <- result{nil, fmt.Errorf("recordings folder: %w", err)}
+			return
+		}
+		fd, err := unix.Open(filepath.Join(dir, name),
+			unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			ch <- result{nil, fmt.Errorf("create %s: %w", filepath.Join(dir, name), err)}
+			return
+		}
+		ch <- result{os.NewFile(uintptr(fd), filepath.Join(dir, name)), nil}
+	}()
+	r := <-ch
+	return r.f, r.err
+}
+
+// setfsids switches the calling thread's file-system ids. setfsuid reports
+// no errors, only the previous id, so a second call confirms the first.
+func setfsids(uid, gid uint32) error {
+	unix.Setfsgid(int(gid))
+	if prev, _ := unix.SetfsgidRetGid(-1); prev != int(gid) {
+		return fmt.Errorf("could not act as group %d to write the recording", gid)
+	}
+	unix.Setfsuid(int(uid))
+	if prev, _ := unix.SetfsuidRetUid(-1); prev != int(uid) {
+		return fmt.Errorf("could not act as user %d to write the recording", uid)
+	}
+	return nil
+}
+
+// Name is a new recording's file name: when it started and agent-lock's pid.
+func Name(t time.Time, pid int) string {
+	return fmt.Sprintf("%s-%d%s", t.UTC().Format("20060102T150405Z"), pid, Ext)
+}
+
+// Session is a recording found in the folder.
+type Session struct {
+	ID    string // the file name without Ext, what `watch` takes
+	Path  string
+	Start report.Start
+	Ended bool // it has its summary
+}
+
+// Running returns the recorded sessions in dir that have not ended and
+// whose agent is still alive, oldest first. Files that are not recordings
+// are ignored.
+func Running(dir string) ([]Session, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Session
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), Ext) {
+			continue
+		}
+		s, err := inspect(filepath.Join(dir, e.Name()))
+		if err != nil || s.Ended || !alive(s.Start.PID) {
+			continue
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Session) int { return a.Start.Time.Compare(b.Start.Time) })
+	return out, nil
+}
+
+// inspect reads a recording's start record and looks for a summary at its
+// end, without reading the middle of a long session.
+func inspect(path string) (Session, error) {
+	s := Session{ID: strings.TrimSuffix(filepath.Base(path), Ext), Path: path}
+	f, err := os.Open(path)
+	if err != nil {
+		return s, err
+	}
+	defer f.Close()
+	head := make([]byte, 64<<10)
+	n, _ := io.ReadFull(f, head)
+	line, _, ok := bytes.Cut(head[:n], []byte("\n"))
+	if !ok {
+		return s, errors.New("no complete start record")
+	}
+	r, err := report.ParseLine(line)
+	if err != nil || r.Start == nil {
+		return s, errors.New("not a recording")
+	}
+	s.Start = *r.Start
+	st, err := f.Stat()
+	if err != nil {
+		return s, err
+	}
+	tail := make([]byte, min(st.Size(), 64<<10))
+	if _, err := f.ReadAt(tail, st.Size()-int64(len(tail))); err != nil && err != io.EOF {
+		return s, err
+	}
+	lines := bytes.Split(bytes.TrimRight(tail, "\n"), []byte("\n"))
+	if last, err := report.ParseLine(lines[len(lines)-1]); err == nil && last.Summary != nil {
+		s.Ended = true
+	}
+	return s, nil
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Find returns the recording of session id (a file name, with or without
+// Ext) in dir.
+func Find(dir, id string) (string, error) {
+	p := filepath.Join(dir, strings.TrimSuffix(filepath.Base(id), Ext)+Ext)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("no session %q in %s", id, dir)
+	}
+	return p, nil
+}
+
+// Follow calls fn for each record of the recording at path as it is
+// written, until the summary record, ctx's end, or an error. A line still
+// being written is waited for, never parsed half.
+func Follow(ctx context.Context, path string, fn func([]report.Record)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var pending []byte
+	buf := make([]byte, 256<<10)
+	lineNo := 0
+	for {
+		n, err := f.Read(buf)
+		pending = append(pending, buf[:n]...)
+		var batch []report.Record
+		for {
+			line, rest, ok := bytes.Cut(pending, []byte("\n"))
+			if !ok {
+				break
+			}
+			lineNo++
+			pending = rest
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			r, perr := report.ParseLine(line)
+			if perr != nil {
+				return fmt.Errorf("%s: report line %d: %w", path, lineNo, perr)
+			}
+			batch = append(batch, r)
+		}
+		if len(pending) > report.MaxLine {
+			return fmt.Errorf("%s: report line %d: longer than %d bytes", path, lineNo+1, report.MaxLine)
+		}
+		if len(batch) > 0 {
+			fn(batch)
+			if batch[len(batch)-1].Summary != nil {
+				return nil
+			}
+		}
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if n == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// runBase holds the recordings of sessions whose project directory contains
+// the user's state folder: there the agent could rewrite its own recording,
+// and so forge what `watch` shows. Under /run it is outside every project
+// directory, so the jail refuses the agent any access.
+var runBase = "/run/agent-lock"
+
+// Dirs are the folders a user's recordings may be in: the state folder, and
+// the fallback under /run for sessions jailed around it.
+func Dirs(home, xdgState string, uid uint32) []string {
+	return []string{Dir(home, xdgState), filepath.Join(runBase, fmt.Sprint(uid))}
+}
+
+// For returns the folder to record a session jailed in project: the state
+// folder unless project contains it. It makes the /run fallback, as root,
+// owned by the user.
+func For(project, home, xdgState string, owner Owner) (string, error) {
+	dirs := Dirs(home, xdgState, owner.UID)
+	if !within(dirs[0], project) {
+		return dirs[0], nil
+	}
+	if err := os.MkdirAll(runBase, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(dirs[1], 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	// runBase is root's, so nothing the user planted can be in the way.
+	if err := os.Lchown(dirs[1], int(owner.UID), int(owner.GID)); err != nil {
+		return "", err
+	}
+	return dirs[1], nil
+}
+
+// within reports whether path is dir or lies under it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
