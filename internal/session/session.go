@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -55,6 +55,14 @@ type Options struct {
 	Report    report.Writer
 	Version   string
 	Getenv    func(string) string
+	// Stdin, Stdout and Stderr are the agent's; agent-lock's own if nil.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Detach starts the agent in a session of its own, without a
+	// controlling terminal, and lets it reopen no terminal: the dashboard
+	// owns agent-lock's, and an agent that could write to it (or push
+	// keys into it) could forge what the user sees.
+	Detach bool
 }
 
 // Run jails the agent and returns its exit status.
@@ -95,7 +103,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer os.RemoveAll(tmp)
 
-	cell, err := openCell(facts, jail.Config{Audit: o.Audit, TTYs: terminals()},
+	ttys := terminals()
+	if o.Detach {
+		ttys = nil
+	}
+	cell, err := openCell(facts, jail.Config{Audit: o.Audit, TTYs: ttys},
 		policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix})
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -129,7 +141,17 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cmd.Dir = dir
 	cmd.Env = agentEnv(os.Environ(), agent, tmp, dir)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if o.Stdin != nil {
+		cmd.Stdin = o.Stdin
+	}
+	if o.Stdout != nil {
+		cmd.Stdout = o.Stdout
+	}
+	if o.Stderr != nil {
+		cmd.Stderr = o.Stderr
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setsid:      o.Detach,
 		Credential:  &syscall.Credential{Uid: agent.UID, Gid: agent.GID, Groups: agent.Groups},
 		UseCgroupFD: true, // clone3(CLONE_INTO_CGROUP): jailed before its first instruction
 		CgroupFD:    cell.cg.FD(),
@@ -164,9 +186,21 @@ func Run(ctx context.Context, o Options) (int, error) {
 
 	var status int
 	events := cell.events
+	// A cancelled ctx (the dashboard's q) ends the session as SIGTERM does.
+	stop := ctx.Done()
+	progress := time.NewTicker(time.Second)
+	defer progress.Stop()
+	var last jail.Counters
 wait:
 	for {
 		select {
+		case <-stop:
+			stop = nil
+			cmd.Process.Signal(syscall.SIGTERM)
+			go func() {
+				time.Sleep(5 * time.Second)
+				killCgroup(cell.cg.Path, time.Second)
+			}()
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -179,6 +213,15 @@ wait:
 				time.Sleep(5 * time.Second)
 				killCgroup(cell.cg.Path, time.Second)
 			}()
+		case <-progress.C:
+			// Live tallies for the dashboard; a failed read only costs
+			// the view its in-bounds numbers, the summary reads them again.
+			if now, err := cell.jail.Counters(); err == nil && now != last {
+				last = now
+				c := now.Sub(baseline)
+				o.Report.Progress(report.Progress{Time: time.Now(), InBounds: c.InBounds,
+					System: c.System, Escapes: c.Escapes, Lost: c.Lost})
+			}
 		case status = <-done:
 			break wait
 		}

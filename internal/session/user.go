@@ -25,6 +25,9 @@ var ErrNotRoot = errors.New("agent-lock must run as root to load its BPF program
 // ErrRootAgent means the agent would run as root.
 var ErrRootAgent = errors.New("refusing to run the agent as root: run agent-lock with sudo from your own account (or pass --allow-root)")
 
+// InvokingUser is the user the agent would run as (see invokingUser).
+func InvokingUser(allowRoot bool) (Agent, error) { return invokingUser(os.Getenv, allowRoot) }
+
 // invokingUser reads SUDO_UID and SUDO_GID, or falls back to root itself
 // when allowRoot is set.
 func invokingUser(getenv func(string) string, allowRoot bool) (Agent, error) {
