@@ -14,7 +14,7 @@ GO ?= go
 BUILD := .build
 # Packages whose tests need the VM: compiled on the host by test-bins and
 # run in every guest by test/guest-suite.sh.
-VM_TEST_PKGS ?= ./internal/jail ./internal/session
+VM_TEST_PKGS ?= ./internal/jail ./internal/session ./internal/cli
 VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
 VMTEST_FLAGS ?= -timeout=40m
 BPF_CLANG ?= clang-19

@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
 
@@ -26,7 +25,8 @@ const usage = `agent-lock: jail an AI coding agent in one directory, with BPF-LS
 Usage:
   sudo agent-lock [flags] [DIR] [-- COMMAND [ARG...]]
   sudo agent-lock doctor
-  agent-lock replay [--fast] FILE   show a recorded session (--report FILE) in the dashboard
+  agent-lock watch [--list] [SESSION]
+  agent-lock replay [--fast] FILE
   agent-lock version
 
 DIR defaults to the current directory; COMMAND to your login shell. The agent
@@ -36,12 +36,17 @@ lets it read and write DIR and its private TMPDIR, read the system (/usr, /lib*,
 
 Flags:
   --audit            allow everything, report what would have been refused
-  --headless         no dashboard: the agent keeps the terminal (the dashboard
-                     is not built yet, so this is also the default)
+  --headless         no dashboard: the agent keeps the terminal (for
+                     interactive agents; watch it with agent-lock watch)
   --report FILE      where reports go (default: standard error)
   --format json|text report format (default: json with --report, text on a terminal)
   --allow-unix PATH  let the agent connect to this unix socket (repeatable)
   --allow-root       allow running the agent as root
+
+On a terminal the dashboard owns it and the agent's output goes to a log;
+q stops the agent. Every session is recorded (JSON lines) in
+~/.local/state/agent-lock/ (or $XDG_STATE_HOME/agent-lock/), where
+agent-lock watch finds running sessions and agent-lock replay plays them.
 
 Exit status: the agent's; 125 if agent-lock failed, 126 if COMMAND could not
 be executed, 127 if it was not found.
@@ -58,6 +63,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return doctor(ctx, stdout, stderr)
 		case "replay":
 			return replay(ctx, args[1:], os.Stdin, stdout, stderr)
+		case "watch":
+			return watch(ctx, args[1:], os.Stdin, stdout, stderr)
 		case session.ReaperArg:
 			if len(args) != 2 {
 				return session.ExitFailed
@@ -77,42 +84,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	out := io.Writer(stderr)
-	if o.reportPath != "" {
-		f, err := openReport(o.reportPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "agent-lock: %v\n", err)
-			return session.ExitFailed
-		}
-		defer f.Close()
-		out = f
-	}
-	format := o.format
-	if format == "" {
-		format = "json"
-		if o.reportPath == "" && isTerminal(stderr) {
-			format = "text"
-		}
-	}
-	var w report.Writer
-	if format == "text" {
-		w = report.NewText(out)
-	} else {
-		w = report.NewJSON(out)
-	}
-	code, err := session.Run(ctx, session.Options{
-		Dir: o.dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot,
-		AllowUnix: o.allowUnix, Report: w, Version: version(),
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
-		var se *session.Error
-		if errors.As(err, &se) {
-			return se.Code
-		}
-		return session.ExitFailed
-	}
-	return code
+	return run(ctx, o, stdout, stderr)
 }
 
 type options struct {

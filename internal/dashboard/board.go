@@ -93,6 +93,12 @@ func (b *Board) Apply(r report.Record) {
 		b.Start = &s
 	case r.Event != nil:
 		b.Add(*r.Event)
+	case r.Progress != nil:
+		// The kernel's running tallies; escapes are counted from the
+		// events themselves, which carry the verdicts.
+		if b.Summary == nil {
+			b.InBounds, b.System = r.Progress.InBounds, r.Progress.System
+		}
 	case r.Summary != nil:
 		s := *r.Summary
 		b.Summary = &s

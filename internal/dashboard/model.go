@@ -78,6 +78,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 	case EndMsg:
 		m.ended, m.endErr = true, msg.Err
+		// A source that failed (a session that could not start, a
+		// recording that broke off) has nothing more to show: give the
+		// terminal back so the error can be read.
+		if msg.Err != nil {
+			return m, tea.Quit
+		}
 	case tickMsg:
 		return m, tick()
 	case tea.WindowSizeMsg:
@@ -158,7 +164,7 @@ func Summary(b *Board, home string) string {
 	}
 	if b.Start != nil {
 		dir = tilde(b.Start.Dir, home)
-		agent = strings.Join(b.Start.Agent, " ")
+		agent = clean(strings.Join(b.Start.Agent, " "))
 	}
 	fmt.Fprintf(&sb, "agent-lock session: %s in %s\n", mode, dir)
 	if agent != "" {
@@ -174,7 +180,7 @@ func Summary(b *Board, home string) string {
 	if len(targets) > 0 {
 		sb.WriteString("top targets:\n")
 		for _, t := range targets[:min(5, len(targets))] {
-			fmt.Fprintf(&sb, "  %6s  %-8s %s%s\n", count(t.Count), t.MainOp(), tilde(t.Path, home), fire(t.Sensitive))
+			fmt.Fprintf(&sb, "  %6s  %-8s %s%s\n", count(t.Count), clean(t.MainOp()), tilde(t.Path, home), fire(t.Sensitive))
 		}
 	}
 	var sensitive []string

@@ -283,3 +283,40 @@ func BenchmarkFloodBatchAndRender(b *testing.B) {
 		_ = m.View()
 	}
 }
+
+// A hostile file name must not drive the terminal: its escape sequences and
+// newlines are shown, not obeyed, on the screen and in the summary.
+func TestHostileNamesAreShownNotObeyed(t *testing.T) {
+	recs := sampleRecords()
+	evil := "/home/alice/\x1b[2J\x1b[Hfake\nJAILED\r\x07"
+	recs = append(recs[:len(recs)-1], report.Record{Type: report.TypeEscape, Event: &report.Event{
+		Time: t0, Comm: "x\x1b[31m", PID: 9, Op: "read", Path: evil, Verdict: report.Blocked}})
+	start := *recs[0].Start
+	start.Agent = []string{"sh", "-c", "a\nb\x1b]52;c;AAAA\x07"}
+	recs[0].Start = &start
+	m := fed(recs, 120, 40)
+	raw := screen(t, m, colorprofile.Ascii)
+	for _, bad := range []string{"\x1b[2J", "\x1b[H", "\x07", "\r", "\x1b]52", "\x1b[31m"} {
+		if strings.Contains(raw, bad) {
+			t.Errorf("the screen carries %q from the agent", bad)
+		}
+	}
+	if !strings.Contains(raw, `~/\x1b[2J\x1b[Hfake\nJAILED\x0d\x07`) {
+		t.Errorf("the hostile name is not shown escaped:\n%s", ansi.Strip(raw))
+	}
+	checkGeometry(t, raw, 120, 40)
+	sum := Summary(m.board, "/home/alice")
+	if strings.ContainsAny(sum, "\x1b\x07\r") {
+		t.Errorf("the summary carries control characters: %q", sum)
+	}
+}
+
+// Live tallies arrive with progress records, before the summary.
+func TestProgressFeedsTallies(t *testing.T) {
+	m := fed(sampleRecords()[:3], 120, 40)
+	m.Update(RecordsMsg{{Type: report.TypeProgress, Progress: &report.Progress{Time: t0, InBounds: 700, System: 55}}})
+	s := ansi.Strip(m.View().Content)
+	if !strings.Contains(s, "in-bounds 700 · system 55 · blocked 2") {
+		t.Errorf("progress not shown:\n%s", s)
+	}
+}

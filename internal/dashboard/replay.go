@@ -24,6 +24,8 @@ func recordTime(r report.Record) time.Time {
 		return r.Event.Time
 	case r.Summary != nil:
 		return r.Summary.Time
+	case r.Progress != nil:
+		return r.Progress.Time
 	}
 	return time.Time{}
 }

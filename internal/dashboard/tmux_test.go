@@ -124,7 +124,8 @@ func TestReplayInTmux(t *testing.T) {
 	tm.waitFor("Escape attempts · 15 paths")
 
 	tm.run("resize-window", "-t", "e2e", "-x", "80", "-y", "24")
-	s = tm.waitFor("Live")
+	// Stacked, the live panel's title starts a line.
+	s = tm.waitFor("\nLive\n")
 	if strings.Contains(s, " │ ") {
 		t.Errorf("at 80 columns the panels are still side by side:\n%s", s)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -47,11 +49,11 @@ func (m *Model) masthead(w int) []string {
 		dir = tilde(b.Start.Dir, m.home)
 	}
 	line1 := state + " " + title.Render(dir)
-	if b.Start != nil && len(b.Start.Agent) > 0 {
-		line1 += dim.Render("  " + strings.Join(b.Start.Agent, " ") + fmt.Sprintf("  pid %d", b.Start.PID))
-	}
 	if b.Summary != nil {
-		line1 += dim.Render(fmt.Sprintf("  · ended, exit %d", b.Summary.ExitCode))
+		line1 += " " + title.Render(fmt.Sprintf("· ended, exit %d", b.Summary.ExitCode))
+	}
+	if b.Start != nil && len(b.Start.Agent) > 0 {
+		line1 += dim.Render(fmt.Sprintf("  pid %d  %s", b.Start.PID, clean(strings.Join(b.Start.Agent, " "))))
 	}
 	rate := b.Rate(m.now(), sparkWidth(w))
 	tallies := fmt.Sprintf("in-bounds %s · system %s · blocked %s",
@@ -207,7 +209,7 @@ func (m *Model) targetRow(t *Target, w int, selected bool) string {
 	if t.Reached > 0 {
 		badge = warnStyle.Render("reached")
 	}
-	prefix := fmt.Sprintf("%s %6s %-8s ", flag, count(t.Count), t.MainOp())
+	prefix := fmt.Sprintf("%s %6s %-8s ", flag, count(t.Count), clean(t.MainOp()))
 	rest := w - ansi.StringWidth(prefix) - len("blocked") - 1
 	path := ansi.Truncate(tilde(t.Path, m.home), max(rest, 1), "…")
 	row := prefix + path + strings.Repeat(" ", max(0, rest-ansi.StringWidth(path))) + " "
@@ -238,11 +240,11 @@ func (m *Model) detailPanel(t *Target, w, h int) []string {
 	}
 	sortByCount(ops, t.Ops)
 	for _, op := range ops {
-		lines = append(lines, fit(fmt.Sprintf("  %-10s %s", op, count(t.Ops[op])), w))
+		lines = append(lines, fit(fmt.Sprintf("  %-10s %s", clean(op), count(t.Ops[op])), w))
 	}
 	lines = append(lines, title.Render("processes"))
 	for _, a := range t.Actors {
-		lines = append(lines, fit(fmt.Sprintf("  %s[%d]", a.Comm, a.PID), w))
+		lines = append(lines, fit(fmt.Sprintf("  %s[%d]", clean(a.Comm), a.PID), w))
 	}
 	if t.MoreActors {
 		lines = append(lines, dim.Render("  … and others"))
@@ -267,7 +269,7 @@ func (m *Model) livePanel(w, h int) []string {
 		if e.Sensitive {
 			flag = "🔥"
 		}
-		line := fmt.Sprintf("%s %s %-7s %s[%d] %s%s", clock(e.Time), verdict, e.Op, e.Comm, e.PID, flag, tilde(e.Path, m.home))
+		line := fmt.Sprintf("%s %s %-7s %s[%d] %s%s", clock(e.Time), verdict, clean(e.Op), clean(e.Comm), e.PID, flag, tilde(e.Path, m.home))
 		if e.Path2 != "" {
 			line += " → " + tilde(e.Path2, m.home)
 		}
@@ -327,18 +329,45 @@ func pad(lines []string, w, h int) []string {
 	return lines
 }
 
+// tilde shows p with ~ for home, made safe for the terminal (see clean).
 func tilde(p, home string) string {
-	if home == "" || home == "/" {
-		return p
+	if home != "" && home != "/" {
+		if p == home {
+			return "~"
+		}
+		if strings.HasPrefix(p, home+"/") {
+			p = "~" + p[len(home):]
+		}
 	}
-	if p == home {
-		return "~"
-	}
-	if strings.HasPrefix(p, home+"/") {
-		return "~" + p[len(home):]
-	}
-	return p
+	return clean(p)
 }
+
+// clean makes a string from the agent (a file name, a command line, a
+// comm) safe to draw: control characters, which a hostile agent could put
+// in a file name to move the cursor or recolour the screen and so forge
+// what the user sees, are shown escaped (\n, \x1b); invalid UTF-8 shows
+// as U+FFFD.
+func clean(s string) string {
+	if !strings.ContainsFunc(s, needsEscape) && utf8.ValidString(s) {
+		return s
+	}
+	var sb strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '\n':
+			sb.WriteString(`\n`)
+		case r == '\t':
+			sb.WriteString(`\t`)
+		case needsEscape(r):
+			fmt.Fprintf(&sb, `\x%02x`, r)
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
+}
+
+func needsEscape(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
 
 func clock(t time.Time) string {
 	if t.IsZero() {

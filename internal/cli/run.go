@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/agent-lock/agent-lock/internal/dashboard"
+	"github.com/agent-lock/agent-lock/internal/recording"
+	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/session"
+)
+
+// run jails the agent. Every session is recorded in the user's state
+// folder; on a terminal, unless --headless, the dashboard owns the terminal
+// and the agent's output goes to a log beside the recording.
+func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
+	failed := func(err error) int {
+		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+		var se *session.Error
+		if errors.As(err, &se) {
+			return se.Code
+		}
+		return session.ExitFailed
+	}
+	agent, err := session.InvokingUser(o.allowRoot)
+	if err != nil {
+		return failed(err)
+	}
+	dir, err := session.ResolveDir(o.dir)
+	if err != nil {
+		return failed(err)
+	}
+	owner := recording.Owner{UID: agent.UID, GID: agent.GID}
+	recDir, err := recording.For(dir, agent.Home, stateHomeEnv(), owner)
+	if err != nil {
+		return failed(fmt.Errorf("recordings folder: %w", err))
+	}
+	id := strings.TrimSuffix(recording.Name(time.Now(), os.Getpid()), recording.Ext)
+	recFile, err := recording.Create(recDir, id+recording.Ext, owner)
+	if err != nil {
+		return failed(fmt.Errorf("cannot record the session (fix or remove %s): %w", recDir, err))
+	}
+	defer recFile.Close()
+	writers := []report.Writer{report.NewJSON(recFile)}
+
+	if o.reportPath != "" {
+		f, err := openReport(o.reportPath)
+		if err != nil {
+			return failed(err)
+		}
+		defer f.Close()
+		if o.format == "text" {
+			writers = append(writers, report.NewText(f))
+		} else {
+			writers = append(writers, report.NewJSON(f))
+		}
+	}
+	opts := session.Options{
+		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot,
+		AllowUnix: o.allowUnix, Version: version(),
+	}
+
+	if o.headless || !isTerminal(stdout) || !isTerminal(os.Stdin) {
+		if o.reportPath == "" {
+			if o.format == "json" || (o.format == "" && !isTerminal(stderr)) {
+				writers = append(writers, report.NewJSON(stderr))
+			} else {
+				writers = append(writers, report.NewText(stderr))
+			}
+		}
+		opts.Report = report.Tee(writers...)
+		code, err := session.Run(ctx, opts)
+		if err != nil {
+			return failed(err)
+		}
+		fmt.Fprintf(stderr, "agent-lock: session recorded in %s (agent-lock replay %s)\n", recFile.Name(), recFile.Name())
+		return code
+	}
+	return runDashboard(ctx, opts, writers, recDir, id, recFile.Name(), agent, owner, stdout, stderr)
+}
+
+// runDashboard runs the session behind the dashboard. q stops the agent;
+// when the agent ends first, the dashboard stays until q so the user can
+// look. Either way the terminal is restored before the summary is printed.
+func runDashboard(ctx context.Context, opts session.Options, writers []report.Writer, recDir, id, recPath string,
+	agent session.Agent, owner recording.Owner, stdout, stderr io.Writer) int {
+	logFile, err := recording.Create(recDir, id+".log", owner)
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock: agent output log: %v\n", err)
+		return session.ExitFailed
+	}
+	defer logFile.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+		return session.ExitFailed
+	}
+	defer devnull.Close()
+	opts.Stdin, opts.Stdout, opts.Stderr, opts.Detach = devnull, logFile, logFile, true
+
+	m := dashboard.New(dashboard.Options{Home: agent.Home, LogPath: logFile.Name()})
+	p := tea.NewProgram(m, tea.WithContext(ctx))
+	sink := dashboard.NewSink(p.Send)
+	opts.Report = report.Tee(append(writers, sink)...)
+
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var code int
+	var runErr error
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		code, runErr = session.Run(sctx, opts)
+		sink.Close()
+		p.Send(dashboard.EndMsg{Err: runErr})
+	}()
+	_, uiErr := p.Run()
+	stop() // the user quit: the agent and everything it started go now
+	<-ended
+
+	fmt.Fprintln(stdout, dashboard.Summary(m.Board(), agent.Home))
+	if n := sink.Dropped(); n > 0 {
+		fmt.Fprintf(stdout, "(the dashboard skipped %d records under load; the recording has them all)\n", n)
+	}
+	fmt.Fprintf(stdout, "recording: %s (agent-lock replay %s)\nagent output: %s\n", recPath, recPath, logFile.Name())
+	if uiErr != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "agent-lock: dashboard: %v\n", uiErr)
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "agent-lock: %v\n", runErr)
+		var se *session.Error
+		if errors.As(runErr, &se) {
+			return se.Code
+		}
+		return session.ExitFailed
+	}
+	return code
+}
+
+// stateHomeEnv is XDG_STATE_HOME when it is the invoking user's own: under
+// sudo the environment may be root's or anyone's, so only the default
+// (~/.local/state) is trusted.
+func stateHomeEnv() string {
+	if os.Getenv("SUDO_UID") != "" {
+		return ""
+	}
+	return os.Getenv("XDG_STATE_HOME")
+}
+
+// watchDirs are the folders to look for the caller's sessions in: the
+// sudo user's when run through sudo, the caller's own otherwise.
+func watchDirs() ([]string, error) {
+	if os.Getenv("SUDO_UID") != "" {
+		a, err := session.InvokingUser(true)
+		if err != nil {
+			return nil, err
+		}
+		return recording.Dirs(a.Home, "", a.UID), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil, err
+	}
+	return recording.Dirs(home, os.Getenv("XDG_STATE_HOME"), uint32(os.Getuid())), nil
+}
