@@ -85,6 +85,9 @@ func (f *Fixture) sharedFiles() map[string]string {
 	}
 }
 
+// recordings is agent-lock's session folder, relative to the home.
+const recordings = ".local/state/agent-lock"
+
 // planted are files a technique may create outside; removed before each run.
 var planted = []string{"/tmp/adv-planted", "/var/tmp/adv-planted"}
 
@@ -122,7 +125,10 @@ func (f *Fixture) Reset(t *Technique) error {
 			return fmt.Errorf("fixture: %w", err)
 		}
 	}
-	for _, d := range []string{"emptydir", "run", ".config/autostart", "project2/.git/hooks", "project/.old"} {
+	// .local/state/agent-lock is where agent-lock records each session (as
+	// the user); made here so that its creation is not a change the
+	// snapshot sees.
+	for _, d := range []string{"emptydir", "run", ".config/autostart", "project2/.git/hooks", "project/.old", recordings} {
 		if err := u.MkdirAll(filepath.Join(h, d)); err != nil {
 			return fmt.Errorf("fixture: %w", err)
 		}
@@ -451,7 +457,9 @@ func (f *Fixture) snapshot() map[string]string {
 		snap[p] = v
 	}
 	filepath.WalkDir(f.Home, func(p string, d os.DirEntry, err error) error {
-		if p == f.Dir {
+		// agent-lock's own recordings grow with every session; the jail
+		// keeps the agent out of them like any outside file.
+		if p == f.Dir || p == filepath.Join(f.Home, recordings) {
 			return filepath.SkipDir
 		}
 		add(p)

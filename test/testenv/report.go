@@ -57,6 +57,7 @@ type Report struct {
 	Start     *Record
 	Escapes   []Record
 	Summary   *Record
+	Progress  int      // running-tally records, which the suites do not judge
 	Malformed []string // lines that are not JSON objects with a known type
 }
 
@@ -94,6 +95,8 @@ func ReadReport(path string) (*Report, error) {
 			rep.Escapes = append(rep.Escapes, r)
 		case "summary":
 			rep.Summary = &r
+		case "progress":
+			rep.Progress++
 		default:
 			rep.Malformed = append(rep.Malformed, line)
 		}
