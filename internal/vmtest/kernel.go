@@ -16,20 +16,6 @@ import (
 // Debian suite.
 type Kernel struct {
 	Suite string // Debian suite name, e.g. "bookworm"
-	// SingleThreadTCG runs the guest's vCPUs on one QEMU thread, taking
-	// turns, instead of one host thread each. The guest still has several
-	// CPUs; they just never execute at the same instant.
-	//
-	// forky's 7.2 kernel needs it: under multi-threaded TCG, replacing a
-	// BPF trampoline (every cell attaches and detaches ~50 LSM programs)
-	// sooner or later oopses with "int3" at a text_poke site, in
-	// bpf_trampoline_* or at a bpf_lsm_* hook's patched nop, and the guest
-	// panics. It reproduces within minutes of the adversary suite and never
-	// happened in a single-threaded run of the same workload; 6.1 and 6.12
-	// never showed it. Whether QEMU's handling of code another vCPU is
-	// executing or 7.2's text poking is at fault is not settled (README,
-	// Limits).
-	SingleThreadTCG bool
 }
 
 func (k Kernel) String() string { return k.Suite }
@@ -38,7 +24,7 @@ func (k Kernel) String() string { return k.Suite }
 // trixie (6.12) and forky (7.x). Between them they span the BPF LSM
 // behaviour of the kernels agent-lock users run.
 func Kernels() []Kernel {
-	return []Kernel{{Suite: "bookworm"}, {Suite: "trixie"}, {Suite: "forky", SingleThreadTCG: true}}
+	return []Kernel{{Suite: "bookworm"}, {Suite: "trixie"}, {Suite: "forky"}}
 }
 
 // LookupKernel returns the matrix entry for a suite name.
