@@ -97,7 +97,14 @@ func (b *Board) Apply(r report.Record) {
 		// The kernel's running tallies; escapes are counted from the
 		// events themselves, which carry the verdicts.
 		if b.Summary == nil {
-			b.InBounds, b.System = r.Progress.InBounds, r.Progress.System
+			// The rate counts every decision: escapes as their events
+			// arrive, in-bounds and system operations by how much the
+			// tallies grew since the last progress record.
+			p := r.Progress
+			if now, before := p.InBounds+p.System, b.InBounds+b.System; now > before {
+				b.tick(p.Time, now-before)
+			}
+			b.InBounds, b.System = p.InBounds, p.System
 		}
 	case r.Summary != nil:
 		s := *r.Summary
@@ -115,7 +122,7 @@ func (b *Board) Add(e report.Event) {
 	}
 	b.recent[b.nRecent%maxRecent] = e
 	b.nRecent++
-	b.tick(e.Time)
+	b.tick(e.Time, 1)
 	if e.Time.After(b.lastEvent) {
 		b.lastEvent = e.Time
 	}
@@ -154,8 +161,8 @@ func (b *Board) Add(e report.Event) {
 	b.ranked = nil
 }
 
-// tick counts an event in the rate buckets of its second.
-func (b *Board) tick(t time.Time) {
+// tick counts n decisions in the rate bucket of t's second.
+func (b *Board) tick(t time.Time, n uint64) {
 	sec := t.Unix()
 	switch {
 	case b.rateSec == 0:
@@ -172,10 +179,10 @@ func (b *Board) tick(t time.Time) {
 	case b.rateSec-sec >= rateWindow:
 		return // older than the window
 	}
-	b.rate[rateWindow-1-(b.rateSec-sec)]++
+	b.rate[rateWindow-1-(b.rateSec-sec)] += n
 }
 
-// Rate returns the events per second over the last n seconds up to now,
+// Rate returns the decisions per second over the last n seconds up to now,
 // oldest first. Seconds after the newest event count as idle.
 func (b *Board) Rate(now time.Time, n int) []uint64 {
 	n = min(n, rateWindow)

@@ -163,3 +163,24 @@ func BenchmarkBoardAdd(b *testing.B) {
 		board.Add(events[i%len(events)])
 	}
 }
+
+// The sparkline's rate counts in-bounds and system decisions too, from the
+// growth of the kernel's tallies between progress records.
+func TestRateCountsProgress(t *testing.T) {
+	b := NewBoard(0)
+	prog := func(sec int, in, sys uint64) {
+		b.Apply(report.Record{Type: report.TypeProgress, Progress: &report.Progress{
+			Time: t0.Add(time.Duration(sec) * time.Second), InBounds: in, System: sys}})
+	}
+	prog(0, 100, 20)
+	prog(1, 150, 20)
+	b.Add(report.Event{Time: t0.Add(time.Second), Op: "read", Path: "/x"})
+	prog(2, 150, 20) // nothing new
+	got := b.Rate(t0.Add(2*time.Second), 3)
+	if fmt.Sprint(got) != "[120 51 0]" {
+		t.Errorf("rate %v, want [120 51 0]", got)
+	}
+	if b.InBounds != 150 || b.System != 20 {
+		t.Errorf("tallies %d %d", b.InBounds, b.System)
+	}
+}
