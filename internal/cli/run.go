@@ -45,7 +45,16 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	id := strings.TrimSuffix(recording.Name(time.Now(), os.Getpid()), recording.Ext)
 	recFile, err := recording.Create(recDir, id+recording.Ext, owner)
 	if err != nil {
-		return failed(fmt.Errorf("cannot record the session (fix or remove %s): %w", recDir, err))
+		// A home without a writable state folder (a system user, a
+		// read-only home) records under /run instead.
+		runDir, rerr := recording.RunDir(owner)
+		if rerr == nil {
+			recDir = runDir
+			recFile, rerr = recording.Create(recDir, id+recording.Ext, owner)
+		}
+		if rerr != nil {
+			return failed(fmt.Errorf("cannot record the session: %v; nor in %s: %v", err, recDir, rerr))
+		}
 	}
 	defer recFile.Close()
 	writers := []report.Writer{report.NewJSON(recFile)}
@@ -78,6 +87,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		opts.Report = report.Tee(writers...)
 		code, err := session.Run(ctx, opts)
 		if err != nil {
+			discardIfEmpty(recFile)
 			return failed(err)
 		}
 		fmt.Fprintf(stderr, "agent-lock: session recorded in %s (agent-lock replay %s)\n", recFile.Name(), recFile.Name())
@@ -125,11 +135,19 @@ func runDashboard(ctx context.Context, opts session.Options, writers []report.Wr
 	stop() // the user quit: the agent and everything it started go now
 	<-ended
 
-	fmt.Fprintln(stdout, dashboard.Summary(m.Board(), agent.Home))
-	if n := sink.Dropped(); n > 0 {
-		fmt.Fprintf(stdout, "(the dashboard skipped %d records under load; the recording has them all)\n", n)
+	if m.Board().Start == nil {
+		// The agent never started: no session to sum up or replay.
+		discardIfEmpty(logFile)
+		if f, err := os.Stat(recPath); err == nil && f.Size() == 0 {
+			os.Remove(recPath)
+		}
+	} else {
+		fmt.Fprintln(stdout, dashboard.Summary(m.Board(), agent.Home))
+		if n := sink.Dropped(); n > 0 {
+			fmt.Fprintf(stdout, "(the dashboard skipped %d records under load; the recording has them all)\n", n)
+		}
+		fmt.Fprintf(stdout, "recording: %s (agent-lock replay %s)\nagent output: %s\n", recPath, recPath, logFile.Name())
 	}
-	fmt.Fprintf(stdout, "recording: %s (agent-lock replay %s)\nagent output: %s\n", recPath, recPath, logFile.Name())
 	if uiErr != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "agent-lock: dashboard: %v\n", uiErr)
 	}
@@ -142,6 +160,14 @@ func runDashboard(ctx context.Context, opts session.Options, writers []report.Wr
 		return session.ExitFailed
 	}
 	return code
+}
+
+// discardIfEmpty removes a recording or log that a session which never
+// started left empty.
+func discardIfEmpty(f *os.File) {
+	if st, err := f.Stat(); err == nil && st.Size() == 0 {
+		os.Remove(f.Name())
+	}
 }
 
 // stateHomeEnv is XDG_STATE_HOME when it is the invoking user's own: under

@@ -260,17 +260,25 @@ func For(project, home, xdgState string, owner Owner) (string, error) {
 	if !within(dirs[0], project) {
 		return dirs[0], nil
 	}
+	return RunDir(owner)
+}
+
+// RunDir makes the user's folder under /run, as root, owned by the user:
+// for sessions jailed around the state folder, and for users whose home
+// has none (system users, a read-only home).
+func RunDir(owner Owner) (string, error) {
+	d := filepath.Join(runBase, fmt.Sprint(owner.UID))
 	if err := os.MkdirAll(runBase, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.Mkdir(dirs[1], 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", err
 	}
 	// runBase is root's, so nothing the user planted can be in the way.
-	if err := os.Lchown(dirs[1], int(owner.UID), int(owner.GID)); err != nil {
+	if err := os.Lchown(d, int(owner.UID), int(owner.GID)); err != nil {
 		return "", err
 	}
-	return dirs[1], nil
+	return d, nil
 }
 
 // within reports whether path is dir or lies under it.
