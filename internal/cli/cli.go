@@ -42,6 +42,10 @@ Flags:
   --format json|text report format (default: json with --report, text on a terminal)
   --allow-unix PATH  let the agent connect to this unix socket (repeatable)
   --allow-root       allow running the agent as root
+  --env NAME         pass this variable although it looks like a secret
+                     (repeatable); variables named like credentials
+                     (*_TOKEN, *_SECRET, *_KEY, *_PASSWORD, AWS_*, ...) are
+                     withheld, except the agent's own API key
 
 On a terminal the dashboard owns it and the agent's output goes to a log;
 q stops the agent. Every session is recorded (JSON lines) in
@@ -94,6 +98,7 @@ type options struct {
 	headless   bool
 	allowRoot  bool
 	allowUnix  []string
+	passEnv    []string
 	reportPath string
 	format     string
 	help       bool
@@ -126,6 +131,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.reportPath, "report", "", "")
 	fs.StringVar(&o.format, "format", "", "")
 	fs.Var(listFlag{&o.allowUnix}, "allow-unix", "")
+	fs.Var(listFlag{&o.passEnv}, "env", "")
 	fs.BoolVar(&o.help, "h", false, "")
 	fs.BoolVar(&o.help, "help", false, "")
 	var pos []string
@@ -147,6 +153,11 @@ func parse(args []string) (options, error) {
 	default:
 		return o, fmt.Errorf("more than one directory given (%s): put the command after --, e.g. agent-lock %s -- %s",
 			strings.Join(pos, " "), pos[0], strings.Join(pos[1:], " "))
+	}
+	for _, n := range o.passEnv {
+		if n == "" || strings.ContainsAny(n, "= \x00") {
+			return o, fmt.Errorf("--env %q: give a variable name (its value comes from your environment), e.g. --env GITHUB_TOKEN", n)
+		}
 	}
 	if o.format != "" && o.format != "json" && o.format != "text" {
 		return o, fmt.Errorf("--format %q: use json or text", o.format)

@@ -73,7 +73,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	}
 	opts := session.Options{
 		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot,
-		AllowUnix: o.allowUnix, Version: version(),
+		AllowUnix: o.allowUnix, Version: version(), PassEnv: o.passEnv,
 	}
 
 	if o.headless || !isTerminal(stdout) || !isTerminal(os.Stdin) {

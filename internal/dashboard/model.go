@@ -183,6 +183,9 @@ func Summary(b *Board, home string) string {
 			fmt.Fprintf(&sb, "  %6s  %-8s %s%s\n", count(t.Count), clean(t.MainOp()), tilde(t.Path, home), fire(t.Sensitive))
 		}
 	}
+	if b.Start != nil && len(b.Start.WithheldEnv) > 0 {
+		fmt.Fprintf(&sb, "withheld from the agent's environment: %s\n", clean(strings.Join(b.Start.WithheldEnv, ", ")))
+	}
 	var sensitive []string
 	for _, t := range targets {
 		if t.Sensitive {

@@ -320,3 +320,17 @@ func TestProgressFeedsTallies(t *testing.T) {
 		t.Errorf("progress not shown:\n%s", s)
 	}
 }
+
+func TestWithheldEnvIsShown(t *testing.T) {
+	recs := sampleRecords()
+	start := *recs[0].Start
+	start.WithheldEnv = []string{"AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN"}
+	recs[0].Start = &start
+	m := fed(recs, 120, 40)
+	if s := ansi.Strip(m.View().Content); !strings.Contains(s, "2 secret env variables withheld") {
+		t.Errorf("masthead does not say what was withheld:\n%s", s)
+	}
+	if s := Summary(m.board, "/home/alice"); !strings.Contains(s, "withheld from the agent's environment: AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN") {
+		t.Errorf("summary:\n%s", s)
+	}
+}

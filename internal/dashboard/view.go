@@ -61,6 +61,10 @@ func (m *Model) masthead(w int) []string {
 	if b.Audit() {
 		tallies += " · reached " + warnStyle.Render(count(b.Reached))
 	}
+	if b.Start != nil && len(b.Start.WithheldEnv) > 0 {
+		tallies += " · " + fmt.Sprintf("%d secret env %s withheld", len(b.Start.WithheldEnv),
+			plural(uint64(len(b.Start.WithheldEnv)), "variable", "variables"))
+	}
 	if b.Summary != nil && b.Summary.Lost > 0 {
 		tallies += " · " + badStyle.Render(count(b.Summary.Lost)+" lost")
 	}

@@ -35,6 +35,9 @@ type Start struct {
 	Kernel  string // uname release
 	Engine  string // "bpf-lsm"
 	TmpDir  string // the private temporary directory given to the agent, if any
+	// WithheldEnv names the environment variables kept from the agent
+	// because they look like credentials (names only, never values).
+	WithheldEnv []string
 }
 
 // Event is one out-of-bounds operation as the kernel reported it.

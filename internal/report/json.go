@@ -33,6 +33,7 @@ type jsonStart struct {
 	Engine    string     `json:"engine"`
 	TmpDir    string     `json:"tmpdir,omitempty"`
 	TmpDirB64 string     `json:"tmpdir_b64,omitempty"`
+	Withheld  []string   `json:"withheld_env,omitempty"`
 }
 
 type jsonEvent struct {
@@ -147,6 +148,7 @@ func (j *jsonWriter) Start(s Start) error {
 		Engine:    s.Engine,
 		TmpDir:    s.TmpDir,
 		TmpDirB64: b64(s.TmpDir),
+		Withheld:  s.WithheldEnv,
 	})
 }
 
@@ -358,6 +360,7 @@ func (js jsonStart) model() (Start, error) {
 	if s.Dir, err = raw("dir", js.Dir, js.DirB64); err != nil {
 		return Start{}, err
 	}
+	s.WithheldEnv = js.Withheld
 	if s.TmpDir, err = raw("tmpdir", js.TmpDir, js.TmpDirB64); err != nil {
 		return Start{}, err
 	}

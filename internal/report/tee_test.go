@@ -50,3 +50,16 @@ func TestProgressRoundTrip(t *testing.T) {
 		t.Errorf("the text report prints progress: %q", text.String())
 	}
 }
+
+func TestWithheldEnvRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	NewJSON(&buf).Start(Start{Time: time.Unix(1, 0), Dir: "/p", WithheldEnv: []string{"A_TOKEN", "AWS_X"}})
+	if !strings.Contains(buf.String(), `"withheld_env":["A_TOKEN","AWS_X"]`) {
+		t.Errorf("wire form %s", buf.String())
+	}
+	var got *Start
+	Read(&buf, func(r Record) error { got = r.Start; return nil })
+	if got == nil || strings.Join(got.WithheldEnv, ",") != "A_TOKEN,AWS_X" {
+		t.Errorf("read back %+v", got)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/secretenv"
 )
 
 // Exit statuses of agent-lock itself, as env(1) and timeout(1) use them.
@@ -58,6 +59,9 @@ type Options struct {
 	// Stdin, Stdout and Stderr are the agent's; agent-lock's own if nil.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// PassEnv names variables the agent gets although they look like
+	// credentials (--env); its own API key is passed without asking.
+	PassEnv []string
 	// Detach starts the agent in a session of its own, without a
 	// controlling terminal, and lets it reopen no terminal: the dashboard
 	// owns agent-lock's, and an agent that could write to it (or push
@@ -139,7 +143,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	cmd.Dir = dir
-	cmd.Env = agentEnv(os.Environ(), agent, tmp, dir)
+	env, withheld := secretenv.Filter(agentEnv(os.Environ(), agent, tmp, dir),
+		append(secretenv.AgentKeys(argv[0]), o.PassEnv...))
+	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if o.Stdin != nil {
 		cmd.Stdin = o.Stdin
@@ -181,7 +187,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	o.Report.Start(report.Start{
 		Time: began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
-		Kernel: facts.Release, Engine: "bpf-lsm", TmpDir: tmp,
+		Kernel: facts.Release, Engine: "bpf-lsm", TmpDir: tmp, WithheldEnv: withheld,
 	})
 
 	var status int

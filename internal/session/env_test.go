@@ -1,0 +1,85 @@
+package session_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agent-lock/agent-lock/internal/report"
+)
+
+// TestSecretsStayOutOfTheEnvironment: variables named like credentials do
+// not reach the agent, its own API key does, --env passes one on purpose,
+// and the report names what was withheld. Runs in the test VMs only.
+func TestSecretsStayOutOfTheEnvironment(t *testing.T) {
+	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest)")
+	}
+	bin, err := filepath.Abs("../../.build/agent-lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	os.Chmod(filepath.Dir(root), 0o755)
+	os.Chmod(root, 0o755)
+	dir := filepath.Join(root, "project")
+	os.Mkdir(dir, 0o755)
+	os.Chown(dir, 4242, 4242)
+	// An "agent" named claude that prints its environment.
+	if err := os.Symlink("/usr/bin/env", filepath.Join(dir, "claude")); err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{"GITHUB_TOKEN=ghp_secret", "AWS_SECRET_ACCESS_KEY=aws_secret", "ANTHROPIC_API_KEY=sk-ant-own"}
+
+	run := func(extra ...string) (string, *report.Start) {
+		t.Helper()
+		rep := filepath.Join(root, "report.jsonl")
+		args := append([]string{"--headless", "--report", rep}, extra...)
+		cmd := exec.Command(bin, append(args, dir, "--", "./claude")...)
+		cmd.Dir = dir
+		cmd.Env = append(append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242"), secrets...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("agent-lock %v: %v", extra, err)
+		}
+		f, err := os.Open(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var start *report.Start
+		report.Read(f, func(r report.Record) error {
+			if r.Start != nil {
+				start = r.Start
+			}
+			return nil
+		})
+		if start == nil {
+			t.Fatal("no start record")
+		}
+		return string(out), start
+	}
+
+	env, start := run()
+	for _, gone := range []string{"ghp_secret", "aws_secret"} {
+		if strings.Contains(env, gone) {
+			t.Errorf("the agent's environment holds %s:\n%s", gone, env)
+		}
+	}
+	if !strings.Contains(env, "ANTHROPIC_API_KEY=sk-ant-own") {
+		t.Errorf("claude was not given its own API key:\n%s", env)
+	}
+	if strings.Join(start.WithheldEnv, ",") != "AWS_SECRET_ACCESS_KEY,GITHUB_TOKEN" {
+		t.Errorf("the report says withheld %v", start.WithheldEnv)
+	}
+
+	env, start = run("--env", "GITHUB_TOKEN")
+	if !strings.Contains(env, "GITHUB_TOKEN=ghp_secret") || strings.Contains(env, "aws_secret") {
+		t.Errorf("--env GITHUB_TOKEN:\n%s", env)
+	}
+	if strings.Join(start.WithheldEnv, ",") != "AWS_SECRET_ACCESS_KEY" {
+		t.Errorf("with --env the report says withheld %v", start.WithheldEnv)
+	}
+}
