@@ -41,6 +41,11 @@ Flags:
   --report FILE      where reports go (default: standard error)
   --format json|text report format (default: json with --report, text on a terminal)
   --allow-unix PATH  let the agent connect to this unix socket (repeatable)
+  --allow PATH       let the agent read this tree too (repeatable)
+  --allow-write PATH let the agent read and write this tree too (repeatable)
+  --deny PATH        refuse this tree even inside DIR or a grant (repeatable);
+                     ~/.ssh, ~/.aws, ~/.gnupg, ~/.kube, shell histories and
+                     other secrets of your home are always refused
   --allow-root       allow running the agent as root
   --env NAME         pass this variable although it looks like a secret
                      (repeatable); variables named like credentials
@@ -99,6 +104,9 @@ type options struct {
 	allowRoot  bool
 	allowUnix  []string
 	passEnv    []string
+	allow      []string
+	allowWrite []string
+	deny       []string
 	reportPath string
 	format     string
 	help       bool
@@ -132,6 +140,9 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.format, "format", "", "")
 	fs.Var(listFlag{&o.allowUnix}, "allow-unix", "")
 	fs.Var(listFlag{&o.passEnv}, "env", "")
+	fs.Var(listFlag{&o.allow}, "allow", "")
+	fs.Var(listFlag{&o.allowWrite}, "allow-write", "")
+	fs.Var(listFlag{&o.deny}, "deny", "")
 	fs.BoolVar(&o.help, "h", false, "")
 	fs.BoolVar(&o.help, "help", false, "")
 	var pos []string
@@ -153,6 +164,11 @@ func parse(args []string) (options, error) {
 	default:
 		return o, fmt.Errorf("more than one directory given (%s): put the command after --, e.g. agent-lock %s -- %s",
 			strings.Join(pos, " "), pos[0], strings.Join(pos[1:], " "))
+	}
+	for _, d := range o.deny {
+		if strings.ContainsAny(d, "*?[") {
+			return o, fmt.Errorf("--deny %q: patterns are not supported yet; name an existing file or folder", d)
+		}
 	}
 	for _, n := range o.passEnv {
 		if n == "" || strings.ContainsAny(n, "= \x00") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,6 +75,10 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	opts := session.Options{
 		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot,
 		AllowUnix: o.allowUnix, Version: version(), PassEnv: o.passEnv,
+		Allow: o.allow, AllowWrite: o.allowWrite,
+		// The recordings are what watch shows: a grant over them must
+		// not let the agent rewrite its own.
+		Deny: append(slices.Clone(o.deny), recDir),
 	}
 
 	if o.headless || !isTerminal(stdout) || !isTerminal(os.Stdin) {

@@ -20,11 +20,34 @@ var SystemRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", 
 // use the ones it created, nothing else.
 var ScratchRoots = []string{"/tmp", "/var/tmp", "/dev/shm"}
 
+// HomeSecrets are the places in a home that stay unreadable even inside a
+// grant (--allow ~ to let an agent read its config does not hand it the
+// SSH keys): keys, cloud and cluster credentials, tokens, password stores,
+// browser profiles and shell histories.
+var HomeSecrets = []string{
+	".ssh", ".aws", ".gnupg", ".kube", ".docker/config.json", ".netrc",
+	".git-credentials", ".config/gh", ".config/hub", ".password-store",
+	".local/share/keyrings", ".pki", ".mozilla", ".config/google-chrome",
+	".config/chromium", ".config/BraveSoftware", ".azure", ".config/gcloud",
+	".terraform.d/credentials.tfrc.json", ".npmrc", ".pypirc", ".cargo/credentials.toml",
+	".bash_history", ".zsh_history", ".histfile", ".python_history",
+	".local/share/fish/fish_history", ".mysql_history", ".psql_history",
+	".lesshst", ".node_repl_history",
+}
+
 // Policy is the input of one cell.
 type Policy struct {
 	Dir       string   // read-write, resolved
 	TmpDir    string   // the agent's private TMPDIR, read-write
 	AllowUnix []string // unix sockets the agent may connect to
+	// Allow and AllowWrite are grants beyond DIR: read-only and
+	// read-write trees (--allow, --allow-write).
+	Allow, AllowWrite []string
+	// Deny are trees refused even inside a grant (or DIR): the user's
+	// secrets (Home + HomeSecrets), --deny, agent-lock's recordings.
+	Deny []string
+	// Home is the agent's home, whose HomeSecrets are denied.
+	Home string
 }
 
 // Rules returns the rule roots in registration order. Paths that do not exist
@@ -61,6 +84,12 @@ func (p Policy) Rules() []jail.Rule {
 	for _, r := range ScratchRoots {
 		add(r, jail.Scratch)
 	}
+	for _, g := range p.Allow {
+		add(g, jail.Read)
+	}
+	for _, g := range p.AllowWrite {
+		add(g, jail.Read|jail.Write)
+	}
 	add(p.Dir, jail.Read|jail.Write)
 	if p.TmpDir != "" {
 		add(p.TmpDir, jail.Read|jail.Write)
@@ -68,7 +97,31 @@ func (p Policy) Rules() []jail.Rule {
 	for _, s := range p.AllowUnix {
 		add(s, jail.Socket)
 	}
+	// Denials last, so a rule root that is also denied carries both flags;
+	// the kernel refuses anything under a denied root, whatever grants it.
+	for _, d := range p.Denied() {
+		add(d, jail.Deny)
+	}
 	return rules
+}
+
+// Denied are the existing paths the cell refuses even inside grants:
+// --deny, the home's secrets, except those DIR lies in (DIR must stay
+// usable; a project inside ~/.ssh is its own business).
+func (p Policy) Denied() []string {
+	var out []string
+	for _, d := range p.Deny {
+		out = append(out, d)
+	}
+	if p.Home != "" {
+		for _, s := range HomeSecrets {
+			d := filepath.Join(p.Home, s)
+			if real, err := filepath.EvalSymlinks(d); err == nil && !under(p.Dir, real) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
 }
 
 func under(p, root string) bool {

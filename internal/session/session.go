@@ -59,6 +59,10 @@ type Options struct {
 	// Stdin, Stdout and Stderr are the agent's; agent-lock's own if nil.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Allow and AllowWrite grant trees beyond DIR, read-only and
+	// read-write; Deny refuses trees even inside grants and DIR. The home's
+	// secrets (policy.HomeSecrets) are denied without asking.
+	Allow, AllowWrite, Deny []string
 	// PassEnv names variables the agent gets although they look like
 	// credentials (--env); its own API key is passed without asking.
 	PassEnv []string
@@ -96,6 +100,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 			return 0, fail(ExitFailed, fmt.Errorf("--allow-unix %s: %w", s, err))
 		}
 	}
+	allow, allowWrite, deny, err := resolveGrants(o, dir)
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
 
 	facts, err := kernel.Probe()
 	if err != nil {
@@ -112,7 +120,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 		ttys = nil
 	}
 	cell, err := openCell(facts, jail.Config{Audit: o.Audit, TTYs: ttys},
-		policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix})
+		policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix,
+			Allow: allow, AllowWrite: allowWrite, Deny: deny, Home: agent.Home})
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
@@ -299,6 +308,45 @@ func exitStatus(cmd *exec.Cmd, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// resolveGrants resolves --allow, --allow-write and --deny to real paths and
+// refuses the ones that would not make sense: a grant of / is no jail, and
+// a denial around DIR would leave the agent nothing.
+func resolveGrants(o Options, dir string) (allow, allowWrite, deny []string, err error) {
+	resolve := func(flag string, paths []string) ([]string, error) {
+		var out []string
+		for _, p := range paths {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", flag, p, err)
+			}
+			real, err := filepath.EvalSymlinks(abs)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: no such file or directory (grants and denials name existing paths)", flag, p)
+			}
+			if real == "/" && flag != "--deny" {
+				return nil, fmt.Errorf("%s %s: granting / would not be a jail; name the folders the agent needs", flag, p)
+			}
+			out = append(out, real)
+		}
+		return out, nil
+	}
+	if allow, err = resolve("--allow", o.Allow); err != nil {
+		return
+	}
+	if allowWrite, err = resolve("--allow-write", o.AllowWrite); err != nil {
+		return
+	}
+	if deny, err = resolve("--deny", o.Deny); err != nil {
+		return
+	}
+	for _, d := range deny {
+		if d == dir || strings.HasPrefix(dir, strings.TrimSuffix(d, "/")+"/") {
+			return nil, nil, nil, fmt.Errorf("--deny %s contains the project directory %s: the agent could not work; deny something inside it instead", d, dir)
+		}
+	}
+	return
 }
 
 // ResolveDir turns the DIR argument into the real absolute directory.
