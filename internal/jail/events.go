@@ -117,7 +117,7 @@ func (j *Jail) decode(raw []byte) (Event, error) {
 		return Event{}, fmt.Errorf("read event: paths of %d+%d bytes in a %d-byte sample", n1, n2, len(raw))
 	}
 	ev := Event{
-		Time:       monoToWall(e.TsNs),
+		Time:       j.clock.wall(e.TsNs),
 		PID:        e.Pid,
 		TID:        e.Tid,
 		UID:        e.Uid,
@@ -161,13 +161,25 @@ func cString(b []byte) string {
 	return string(b)
 }
 
-func monoToWall(ns uint64) time.Time {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return time.Now()
+// monoClock turns the kernel's CLOCK_MONOTONIC stamps into wall time. The
+// offset between the two clocks costs a system call to read, which at a
+// flood of events was most of decoding's time; it is read again every
+// 100 ms, so a wall-clock step shows within that.
+type monoClock struct {
+	offset time.Duration // wall minus monotonic
+	at     time.Time     // when offset was read (carries Go's monotonic reading)
+}
+
+func (c *monoClock) wall(ns uint64) time.Time {
+	if c.at.IsZero() || time.Since(c.at) > 100*time.Millisecond {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			return time.Now()
+		}
+		c.at = time.Now()
+		c.offset = time.Duration(c.at.UnixNano() - ts.Nano())
 	}
-	now := time.Now()
-	return now.Add(-time.Duration(uint64(ts.Nano()) - ns))
+	return time.Unix(0, int64(ns)+int64(c.offset))
 }
 
 // Namer turns the kernel's (superblock, path inside it) into a path in this

@@ -72,6 +72,7 @@ type Jail struct {
 
 	buf     []byte
 	lastLen int
+	clock   monoClock
 }
 
 // optionalHooks exist only on some kernels; the jail is complete without them
