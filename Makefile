@@ -25,7 +25,7 @@ BPF_CLANG ?= clang-19
 DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
-.PHONY: test build test-bins unit vmtest vmtest-self native adversary deps generate-deps generate check-generate clean
+.PHONY: test build test-bins unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean
 
 test:
 	$(MAKE) deps
@@ -53,7 +53,7 @@ build:
 # Test binaries live at .build/tests/<package path>.test so the guest can
 # run each from its package directory.
 test-bins:
-	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork
+	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench
 	@for pkg in $(VM_TEST_PKGS); do \
 		dir=$${pkg#./}; \
 		if ! compgen -G "$$dir/*_test.go" >/dev/null; then \
@@ -62,7 +62,7 @@ test-bins:
 		echo "$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir"; \
 		$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir; \
 	done
-	@for runner in adversary realwork; do \
+	@for runner in adversary realwork bench; do \
 		if [ "$$($(GO) list -f '{{.Name}}' ./test/$$runner 2>/dev/null)" = main ]; then \
 			echo "$(GO) build -o $(BUILD)/$$runner ./test/$$runner"; \
 			$(GO) build -o $(BUILD)/$$runner ./test/$$runner; \
@@ -82,6 +82,11 @@ vmtest: build test-bins
 # directory make it through every kernel.
 vmtest-self:
 	AGENT_LOCK_VMTEST_BOOT=1 $(GO) test -count=1 -run '^TestBoot$$' -v ./internal/vmtest
+
+# What the jail costs, against no jail and Landlock, on each kernel (see
+# test/bench). Not part of make test, which runs it only as a smoke test.
+bench: build test-bins
+	$(VMTEST) $(VMTEST_FLAGS) -- $(BUILD)/bench -agent-lock $(BUILD)/agent-lock
 
 adversary: build
 	$(GO) build -o $(BUILD)/adversary ./test/adversary

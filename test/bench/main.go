@@ -1,0 +1,328 @@
+// Command bench measures what the jail costs (issue 6, in part): the same
+// workloads run unjailed, under agent-lock and under a Landlock sandbox
+// granting the same directory, in one run, repeated, and printed as ratios
+// to unjailed with min/median/max. It also runs an escape storm (denied
+// opens as fast as one process can make them: how many were reported, how
+// many lost) and measures agent-lock's start against starting the command
+// directly.
+//
+// Each workload times itself inside the worker process, so agent-lock's own
+// start (loading and verifying its programs) is not counted against the
+// work; start-up is measured on its own.
+//
+// It rewrites the test user's home, so it runs in the test VMs (make bench)
+// or with -i-know-this-writes-to-home.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent-lock/agent-lock/test/testenv"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-worker" {
+		os.Exit(worker(os.Args[2:]))
+	}
+	os.Exit(run())
+}
+
+type config struct {
+	files, opens, cfiles, repeat int
+	storm                        time.Duration
+}
+
+func run() int {
+	var (
+		agentLock = flag.String("agent-lock", ".build/agent-lock", "the agent-lock `binary` to measure")
+		userName  = flag.String("user", "jailtest", "the unprivileged test `user` whose home is rewritten")
+		allow     = flag.Bool(testenv.AllowFlag, false, "run outside the test VM (AGENT_LOCK_VM=1), emptying the test user's home")
+		smoke     = flag.Bool("smoke", false, "tiny sizes, one repetition: proves the suite works, measures nothing")
+		only      = flag.String("run", "", "run only workloads matching `regexp`")
+	)
+	c := config{files: 20000, opens: 200000, cfiles: 40, repeat: 5, storm: 10 * time.Second}
+	flag.Parse()
+	if *smoke {
+		c = config{files: 200, opens: 2000, cfiles: 3, repeat: 1, storm: time.Second}
+	}
+	re, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -run:", err)
+		return 2
+	}
+	if err := testenv.Guard(*allow); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	u, err := testenv.LookupUser(*userName)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	bin, err := filepath.Abs(*agentLock)
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: agent-lock binary: %v\n", err)
+		return 2
+	}
+	scratch, err := os.MkdirTemp("", "bench-reports-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	defer os.RemoveAll(scratch)
+	b := &bench{c: c, r: &testenv.Runner{User: u, AgentLock: bin, Scratch: scratch, Timeout: 20 * time.Minute}}
+	if err := b.setup(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: setup:", err)
+		return 2
+	}
+	ctx := context.Background()
+	if _, err := b.r.MeasureStart(ctx, b.dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	kernel := uname()
+	fmt.Printf("bench: kernel %s, %d files, %d opens, %d C files, %d repetitions\n", kernel, c.files, c.opens, c.cfiles, c.repeat)
+	fmt.Printf("%-12s %-10s %10s %10s %10s %8s\n", "workload", "mode", "min", "median", "max", "ratio")
+	failed := false
+	for _, w := range workloads {
+		if !re.MatchString(w) {
+			continue
+		}
+		times := map[string][]time.Duration{}
+		// Interleaved, so drift in the machine's speed hits every mode alike.
+		for range c.repeat {
+			for _, mode := range modes {
+				d, err := b.measure(ctx, mode, w)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "bench: %s %s: %v\n", w, mode, err)
+					failed = true
+					continue
+				}
+				times[mode] = append(times[mode], d)
+			}
+		}
+		base := median(times["unjailed"])
+		for _, mode := range modes {
+			ts := times[mode]
+			if len(ts) == 0 {
+				continue
+			}
+			ratio := float64(median(ts)) / float64(base)
+			fmt.Printf("%-12s %-10s %10s %10s %10s %7.2fx\n", w, mode, round(slices.Min(ts)), round(median(ts)), round(slices.Max(ts)), ratio)
+			fmt.Printf("BENCH kernel=%s workload=%s mode=%s n=%d min_ns=%d median_ns=%d max_ns=%d ratio=%.3f\n",
+				kernel, w, mode, len(ts), slices.Min(ts), median(ts), slices.Max(ts), ratio)
+		}
+	}
+	if re.MatchString("storm") {
+		if err := b.storm(ctx, kernel); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: storm:", err)
+			failed = true
+		}
+	}
+	if re.MatchString("startup") {
+		if err := b.startup(ctx, kernel); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: startup:", err)
+			failed = true
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+var (
+	workloads = []string{"open-read", "git-status", "git-add", "find-cat", "cc"}
+	modes     = []string{"unjailed", "agent-lock", "landlock"}
+)
+
+type bench struct {
+	c      config
+	r      *testenv.Runner
+	dir    string // the project: a git repository of c.files files
+	worker string // this binary, copied into dir so the jail lets it run
+}
+
+func (b *bench) setup() error {
+	u := b.r.User
+	if err := u.EmptyHome(); err != nil {
+		return err
+	}
+	b.dir = filepath.Join(u.Home, "project")
+	for i := range b.c.files {
+		p := filepath.Join(b.dir, fmt.Sprintf("d%02d/d%03d/f%05d.txt", i%50, i%997, i))
+		if err := u.WriteFile(p, fmt.Sprintf("file %d\n", i), 0o644); err != nil {
+			return err
+		}
+	}
+	for i := range b.c.cfiles {
+		src := fmt.Sprintf("#include <stdio.h>\nint f%d(int x) { return x * %d; }\n", i, i+1)
+		if err := u.WriteFile(filepath.Join(b.dir, "c", fmt.Sprintf("f%03d.c", i)), src, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := u.WriteFile(filepath.Join(u.Home, ".ssh/id_rsa"), "KEY\n", 0o600); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		return err
+	}
+	b.worker = filepath.Join(b.dir, ".bench", "bench")
+	if err := u.WriteFile(b.worker, string(data), 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(u.Home, "tmp")
+	u.MkdirAll(tmp)
+	git := fmt.Sprintf("cd %s && git init -q && git -c user.name=b -c user.email=b@b add -A && git -c user.name=b -c user.email=b@b commit -qm init", b.dir)
+	res := b.r.Unjailed(context.Background(), []string{"sh", "-c", git}, b.dir, tmp)
+	if res.Exit != 0 {
+		return fmt.Errorf("git setup: exit %d: %s", res.Exit, testenv.Tail(res.Output, 5))
+	}
+	return nil
+}
+
+var elapsedRE = regexp.MustCompile(`elapsed_ns=(\d+)`)
+
+// measure runs one workload once in one mode and returns the time the
+// worker measured.
+func (b *bench) measure(ctx context.Context, mode, w string) (time.Duration, error) {
+	argv := []string{b.worker, "-worker", w, b.dir, strconv.Itoa(b.c.opens)}
+	var res testenv.Result
+	switch mode {
+	case "unjailed":
+		res = b.r.Unjailed(ctx, argv, b.dir, filepath.Join(b.r.User.Home, "tmp"))
+	case "landlock":
+		res = b.r.Unjailed(ctx, append(argv, "landlock"), b.dir, filepath.Join(b.r.User.Home, "tmp"))
+	case "agent-lock":
+		res = b.r.Jailed(ctx, testenv.StartWrapper(argv), b.dir)
+		if p := testenv.JailProblem(res); p != "" {
+			return 0, fmt.Errorf("%s", p)
+		}
+		if res.Report != nil && len(res.Report.Escapes) > 0 {
+			return 0, fmt.Errorf("the workload was refused something: %s", res.Report.Escapes[0].String())
+		}
+	}
+	if res.Exit != 0 {
+		return 0, fmt.Errorf("exit %d: %s", res.Exit, testenv.Tail(res.Output, 5))
+	}
+	m := elapsedRE.FindSubmatch(res.Output)
+	if m == nil {
+		return 0, fmt.Errorf("no elapsed_ns in: %s", testenv.Tail(res.Output, 5))
+	}
+	ns, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return time.Duration(ns), nil
+}
+
+var attemptsRE = regexp.MustCompile(`attempts=(\d+)`)
+
+// storm: one jailed process opening an outside file as fast as it can.
+// Every attempt must be in the report, or counted as lost.
+func (b *bench) storm(ctx context.Context, kernel string) error {
+	argv := []string{b.worker, "-worker", "storm", filepath.Join(b.r.User.Home, ".ssh/id_rsa"), strconv.FormatInt(int64(b.c.storm), 10)}
+	res := b.r.Jailed(ctx, testenv.StartWrapper(argv), b.dir)
+	if p := testenv.JailProblem(res); p != "" {
+		return fmt.Errorf("%s", p)
+	}
+	m := attemptsRE.FindSubmatch(res.Output)
+	if m == nil || res.Report == nil || res.Report.Summary == nil {
+		return fmt.Errorf("no attempts count or no summary: %s", testenv.Tail(res.Output, 5))
+	}
+	attempts, _ := strconv.Atoi(string(m[1]))
+	target := argv[3]
+	reported, lost := 0, int(res.Report.Summary.Lost)
+	for _, e := range res.Report.Escapes {
+		if e.Path == target {
+			reported++
+		}
+	}
+	rate := float64(attempts) / b.c.storm.Seconds()
+	fmt.Printf("storm: %d denied opens in %v (%.0f/s): %d reported, %d counted lost, %d unaccounted\n",
+		attempts, b.c.storm, rate, reported, lost, attempts-reported-lost)
+	fmt.Printf("BENCH kernel=%s workload=storm attempts=%d per_s=%.0f reported=%d lost=%d unaccounted=%d\n",
+		kernel, attempts, rate, reported, lost, attempts-reported-lost)
+	if attempts-reported-lost != 0 {
+		return fmt.Errorf("%d denied opens were neither reported nor counted as lost", attempts-reported-lost)
+	}
+	return nil
+}
+
+// startup: from invoking agent-lock to the agent's first instruction,
+// against starting the same command directly.
+func (b *bench) startup(ctx context.Context, kernel string) error {
+	var direct, jailed []time.Duration
+	for range b.c.repeat {
+		t0 := time.Now()
+		res := b.r.Unjailed(ctx, []string{b.worker, "-worker", "now"}, b.dir, filepath.Join(b.r.User.Home, "tmp"))
+		d, err := startedAfter(res, t0)
+		if err != nil {
+			return err
+		}
+		direct = append(direct, d)
+		t0 = time.Now()
+		res = b.r.Jailed(ctx, []string{b.worker, "-worker", "now"}, b.dir)
+		if d, err = startedAfter(res, t0); err != nil {
+			return err
+		}
+		jailed = append(jailed, d)
+	}
+	fmt.Printf("startup: direct %v, under agent-lock %v (median of %d)\n", round(median(direct)), round(median(jailed)), len(jailed))
+	fmt.Printf("BENCH kernel=%s workload=startup direct_ns=%d agent_lock_ns=%d ratio=%.1f\n",
+		kernel, median(direct), median(jailed), float64(median(jailed))/float64(median(direct)))
+	return nil
+}
+
+var nowRE = regexp.MustCompile(`now_ns=(\d+)`)
+
+func startedAfter(res testenv.Result, t0 time.Time) (time.Duration, error) {
+	m := nowRE.FindSubmatch(res.Output)
+	if res.Exit != 0 || m == nil {
+		return 0, fmt.Errorf("exit %d: %s", res.Exit, testenv.Tail(res.Output, 5))
+	}
+	ns, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return time.Unix(0, ns).Sub(t0), nil
+}
+
+func median(ts []time.Duration) time.Duration {
+	if len(ts) == 0 {
+		return 0
+	}
+	s := slices.Clone(ts)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d > time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d
+}
+
+func uname() string {
+	out, err := exec.Command("uname", "-r").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
