@@ -38,7 +38,8 @@ Flags:
   --audit            allow everything, report what would have been refused
   --headless         no dashboard: the agent keeps the terminal (for
                      interactive agents; watch it with agent-lock watch)
-  --report FILE      where reports go (default: standard error)
+  --report FILE      where reports go (default: standard error with --headless
+                     or off a terminal; the dashboard and the recording always)
   --format json|text report format (default: json with --report, text on a terminal)
   --allow-unix PATH  let the agent connect to this unix socket (repeatable)
   --allow PATH       let the agent read this tree too (repeatable)
