@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
 
@@ -35,7 +36,11 @@ lets it read and write DIR and its private TMPDIR, read the system (/usr, /lib*,
 /bin, /sbin, /etc, /sys, its own /proc), and refuses everything else.
 
 Flags:
+  --engine E         what decides: auto (default: bpf-lsm where this kernel
+                     runs BPF LSM programs, else landlock), bpf-lsm, landlock
+                     (weaker: see agent-lock doctor for what it leaves open)
   --audit            allow everything, report what would have been refused
+                     (bpf-lsm only)
   --headless         no dashboard: the agent keeps the terminal (for
                      interactive agents; watch it with agent-lock watch)
   --report FILE      where reports go (default: standard error with --headless
@@ -75,6 +80,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return replay(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "watch":
 			return watch(ctx, args[1:], os.Stdin, stdout, stderr)
+		case landlock.ExecArg:
+			// The cell's first process, about to become the agent: it
+			// must never run the agent unconfined, so any failure ends it.
+			err := landlock.Exec(args[1:])
+			fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+			if errors.Is(err, os.ErrNotExist) {
+				return session.ExitNotFound
+			}
+			return session.ExitCannotExec
 		case session.ReaperArg:
 			if len(args) != 2 {
 				return session.ExitFailed
@@ -110,6 +124,7 @@ type options struct {
 	deny       []string
 	reportPath string
 	format     string
+	engine     string
 	help       bool
 }
 
@@ -139,6 +154,7 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "")
 	fs.StringVar(&o.reportPath, "report", "", "")
 	fs.StringVar(&o.format, "format", "", "")
+	fs.StringVar(&o.engine, "engine", session.EngineAuto, "")
 	fs.Var(listFlag{&o.allowUnix}, "allow-unix", "")
 	fs.Var(listFlag{&o.passEnv}, "env", "")
 	fs.Var(listFlag{&o.allow}, "allow", "")
@@ -175,6 +191,11 @@ func parse(args []string) (options, error) {
 		if n == "" || strings.ContainsAny(n, "= \x00") {
 			return o, fmt.Errorf("--env %q: give a variable name (its value comes from your environment), e.g. --env GITHUB_TOKEN", n)
 		}
+	}
+	switch o.engine {
+	case session.EngineAuto, session.EngineBPF, session.EngineLandlock:
+	default:
+		return o, fmt.Errorf("--engine %q: use auto, bpf-lsm or landlock", o.engine)
 	}
 	if o.format != "" && o.format != "json" && o.format != "text" {
 		return o, fmt.Errorf("--format %q: use json or text", o.format)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
 
@@ -26,32 +27,50 @@ func doctor(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 		return "no"
 	}
-	landlock := "not available"
+	llABI := "not available"
 	if f.LandlockABI > 0 {
-		landlock = fmt.Sprintf("ABI %d", f.LandlockABI)
+		llABI = fmt.Sprintf("ABI %d", f.LandlockABI)
 	}
 	fmt.Fprintf(stdout, "kernel         %s\n", f.Release)
 	fmt.Fprintf(stdout, "active LSMs    %s (from %s)\n", strings.Join(f.LSMs, ","), f.LSMSource)
 	fmt.Fprintf(stdout, "bpf LSM        %s\n", yes(f.BPFInLSM))
 	fmt.Fprintf(stdout, "BTF            %s\n", yes(f.BTF))
 	fmt.Fprintf(stdout, "lockdown       %s\n", f.Lockdown)
-	fmt.Fprintf(stdout, "Landlock       %s\n", landlock)
+	fmt.Fprintf(stdout, "Landlock       %s\n", llABI)
 	fmt.Fprintf(stdout, "cgroup v2      %s\n", orNone(f.Cgroup2))
 	for _, n := range f.Notes {
 		fmt.Fprintf(stdout, "note           %s\n", n)
 	}
-	err = session.SelfTest(ctx, f)
-	if err == nil {
-		fmt.Fprintln(stdout, "self-test      passed: an LSM program loaded, attached, refused a test open outside its cell and reported it")
-		fmt.Fprintln(stdout, "\nagent-lock can jail agents on this machine.")
+	bpfErr := session.SelfTest(ctx, f, session.EngineBPF)
+	if bpfErr == nil {
+		fmt.Fprintln(stdout, "self-test      bpf-lsm passed: the LSM programs loaded, attached, refused a test open outside their cell and reported it")
+		fmt.Fprintln(stdout, "\nagent-lock can jail agents on this machine, with the BPF-LSM engine (--engine auto picks it).")
 		return 0
 	}
-	fmt.Fprintf(stdout, "self-test      FAILED: %v\n", err)
+	fmt.Fprintf(stdout, "self-test      bpf-lsm FAILED: %v\n", bpfErr)
+	var llErr error
+	if f.LandlockABI > 0 {
+		llErr = session.SelfTest(ctx, f, session.EngineLandlock)
+		if llErr == nil {
+			fmt.Fprintf(stdout, "self-test      landlock passed: Landlock ABI %d refused a test open outside the cell and the observers reported it\n", f.LandlockABI)
+			fmt.Fprintln(stdout, "\nagent-lock can jail agents on this machine with the Landlock engine (--engine auto picks it),")
+			fmt.Fprintln(stdout, "which on this kernel does NOT close these side doors the BPF-LSM engine closes:")
+			for _, l := range landlock.Limits(f.LandlockABI) {
+				fmt.Fprintf(stdout, "  - %s\n", l)
+			}
+			fmt.Fprintln(stdout, "and refuses what the BPF-LSM engine would allow:")
+			for _, c := range landlock.Costs(f.LandlockABI) {
+				fmt.Fprintf(stdout, "  - %s\n", c)
+			}
+			return 0
+		}
+		fmt.Fprintf(stdout, "self-test      landlock FAILED: %v\n", llErr)
+	}
 	fmt.Fprintln(stdout, "\nagent-lock cannot jail agents on this machine, and will refuse to start one.")
 	advice := f.Advice()
-	if errors.Is(err, session.ErrNotRoot) {
+	if errors.Is(bpfErr, session.ErrNotRoot) {
 		advice = append(advice, "run `sudo agent-lock doctor`: loading BPF programs needs root")
-	} else if errors.Is(err, jail.ErrNotSupported) && f.BPFInLSM && f.BTF {
+	} else if errors.Is(bpfErr, jail.ErrNotSupported) && f.BPFInLSM && f.BTF {
 		advice = append(advice, "bpf is an active LSM, yet the kernel refused to load or attach an LSM program. "+
 			"Some kernels (hardened or virtualized builds) refuse every program that needs a BPF trampoline "+
 			"(lsm/, fentry/, fexit/) with EPERM before verification. Run agent-lock on a kernel that allows them, "+

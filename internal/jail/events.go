@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -135,6 +136,10 @@ func (j *Jail) decode(raw []byte) (Event, error) {
 	if ev.Op == "" {
 		ev.Op = "op" + strconv.Itoa(int(e.Op))
 	}
+	if e.Flags&evAsGiven != 0 {
+		ev.Path = asGiven(j.names, e.Pid, e.Tid, e.Dev, string(raw[pathOff:pathOff+n1]), string(raw[pathOff+n1:pathOff+n1+n2]))
+		return ev, nil
+	}
 	if n1 > 0 {
 		ev.Path = j.names.Name(e.Dev, string(raw[pathOff:pathOff+n1]))
 	}
@@ -152,7 +157,43 @@ const (
 	evUnresolved = 1 << 3
 	evPath2      = 1 << 4
 	evInBounds   = 1 << 5
+	evAsGiven    = 1 << 6
 )
+
+// asGiven names what a refused open or exec asked for: the name the process
+// passed, relative to the directory the kernel named (its working directory
+// or the dirfd) unless absolute, with symlinks followed as that process
+// would have followed them (its /proc/self is /proc/PID), so that a planted
+// link names its target. Nothing was opened, so this is read back from the
+// file system now, as root, by lstat and readlink only; where that fails
+// (the process is gone, the target does not exist) the name is cleaned
+// lexically. It names; it never decides.
+func asGiven(n *Namer, pid, tid, dev uint32, dir, name string) string {
+	if name == "" {
+		name = "?"
+	}
+	if !strings.HasPrefix(name, "/") {
+		if dir == "" {
+			return name
+		}
+		name = n.Name(dev, dir) + "/" + name
+	}
+	self := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	switch {
+	case name == "/proc/self" || strings.HasPrefix(name, "/proc/self/"):
+		name = self + name[len("/proc/self"):]
+	case name == "/proc/thread-self" || strings.HasPrefix(name, "/proc/thread-self/"):
+		name = self + "/task/" + strconv.FormatUint(uint64(tid), 10) + name[len("/proc/thread-self"):]
+	}
+	if r, err := filepath.EvalSymlinks(name); err == nil {
+		return r
+	}
+	d, base := filepath.Split(name)
+	if r, err := filepath.EvalSymlinks(d); err == nil {
+		return filepath.Join(r, base)
+	}
+	return filepath.Clean(name)
+}
 
 func cString(b []byte) string {
 	if i := bytes.IndexByte(b, 0); i >= 0 {

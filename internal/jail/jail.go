@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -52,6 +53,11 @@ type Config struct {
 	// Rules are registered in order; a path that cannot be opened is an
 	// error (the caller leaves out paths that do not exist).
 	Rules []Rule
+	// Observe loads only the tracepoint programs, which watch opens and
+	// execs and report what another LSM (Landlock) decided, for kernels
+	// that cannot run the hooks. They refuse nothing: the caller must have
+	// confined the agent by other means before it runs.
+	Observe bool
 	// PinDir, when set, is a directory on a bpf file system (which Load
 	// creates) where the links are pinned, so that the programs stay
 	// attached even if every process holding them dies: the cell then stays
@@ -82,6 +88,43 @@ var optionalHooks = map[string]bool{
 	"file_ioctl_compat": true, // 6.8+: before it, compat ioctls reach file_ioctl
 }
 
+// optionalTracepoints are system calls some architectures lack (arm64 has
+// no open or creat, only openat).
+var optionalTracepoints = map[string]bool{
+	"sys_enter_open": true, "sys_exit_open": true,
+	"sys_enter_creat": true, "sys_exit_creat": true,
+}
+
+// observeOnly keeps the tracepoint programs and what they use: the hooks,
+// and the local-storage maps only the hooks can use (they need the BPF LSM),
+// are left out.
+func observeOnly(spec *ebpf.CollectionSpec) {
+	for name, p := range spec.Programs {
+		if p.Type != ebpf.TracePoint {
+			delete(spec.Programs, name)
+		}
+	}
+	delete(spec.Maps, "marks")
+	delete(spec.Maps, "pendings")
+}
+
+// mountTracefs makes the system-call tracepoints reachable: attaching one
+// reads its id under tracefs, which minimal systems (our test VMs) do not
+// mount.
+func mountTracefs() error {
+	const dir = "/sys/kernel/tracing"
+	if _, err := os.Stat(filepath.Join(dir, "events")); err == nil {
+		return nil
+	}
+	if _, err := os.Stat("/sys/kernel/debug/tracing/events"); err == nil {
+		return nil
+	}
+	if err := unix.Mount("tracefs", dir, "tracefs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount tracefs on %s (the observers attach to system-call tracepoints): %w", dir, err)
+	}
+	return nil
+}
+
 // Load loads and attaches the programs and registers cfg.Rules.
 func Load(cfg Config) (*Jail, error) {
 	if cfg.CgroupID == 0 {
@@ -94,8 +137,21 @@ func Load(cfg Config) (*Jail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load jail spec: %w", err)
 	}
-	if err := fitToKernel(spec); err != nil {
-		return nil, err
+	if cfg.Observe {
+		observeOnly(spec)
+		if err := mountTracefs(); err != nil {
+			return nil, err
+		}
+	} else {
+		for name, p := range spec.Programs {
+			if p.Type == ebpf.TracePoint {
+				delete(spec.Programs, name)
+			}
+		}
+		delete(spec.Maps, "calls")
+		if err := fitToKernel(spec); err != nil {
+			return nil, err
+		}
 	}
 	set := func(name string, v any) error {
 		vs, ok := spec.Variables[name]
@@ -117,6 +173,10 @@ func Load(cfg Config) (*Jail, error) {
 		}
 	}
 
+	sections := map[string]string{}
+	for name, p := range spec.Programs {
+		sections[name] = p.SectionName
+	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		var ve *ebpf.VerifierError
@@ -135,13 +195,24 @@ func Load(cfg Config) (*Jail, error) {
 	for name, prog := range coll.Programs {
 		var l link.Link
 		var err error
-		if prog.Type() == ebpf.LSM {
+		switch prog.Type() {
+		case ebpf.LSM:
 			l, err = link.AttachLSM(link.LSMOptions{Program: prog})
-		} else {
+		case ebpf.TracePoint:
+			group, tp, _ := strings.Cut(strings.TrimPrefix(sections[name], "tracepoint/"), "/")
+			l, err = link.Tracepoint(group, tp, prog, nil)
+			if errors.Is(err, os.ErrNotExist) && optionalTracepoints[tp] {
+				prog.Close()
+				continue
+			}
+		default:
 			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
 		}
 		if err != nil {
 			j.Close()
+			if prog.Type() == ebpf.TracePoint {
+				return nil, fmt.Errorf("attach %s to %s: %w", name, sections[name], err)
+			}
 			return nil, fmt.Errorf("attach %s: %w: %w", name, ErrNotSupported, err)
 		}
 		j.links = append(j.links, l)
@@ -152,7 +223,18 @@ func Load(cfg Config) (*Jail, error) {
 			return nil, err
 		}
 	}
-	if err := j.register(cfg.Rules); err != nil {
+	rules := cfg.Rules
+	if cfg.Observe {
+		// A socket cannot be opened, so no open-family tracepoint sees it;
+		// the observers have no use for socket rules anyway.
+		rules = nil
+		for _, r := range cfg.Rules {
+			if r.Flags&^Socket != 0 {
+				rules = append(rules, Rule{Path: r.Path, Flags: r.Flags &^ Socket})
+			}
+		}
+	}
+	if err := j.register(rules); err != nil {
 		j.Close()
 		return nil, err
 	}

@@ -69,6 +69,13 @@ const (
 	jailAlOpAL_OP_WATCH       jailAlOp = 31
 )
 
+type jailCall struct {
+	_     structs.HostLayout
+	Name  uint64
+	Dirfd int32
+	Op    uint32
+}
+
 type jailEvent struct {
 	_         structs.HostLayout
 	TsNs      uint64
@@ -133,6 +140,7 @@ type jailScratch struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	jailMapCalls                  = "calls"
 	jailMapCounters               = "counters"
 	jailMapEvents                 = "events"
 	jailMapMarks                  = "marks"
@@ -143,6 +151,18 @@ const (
 	jailMapScratch                = "scratch"
 	jailProgBpf                   = "bpf"
 	jailProgD_instantiate         = "d_instantiate"
+	jailProgEnterCreat            = "enter_creat"
+	jailProgEnterExecve           = "enter_execve"
+	jailProgEnterExecveat         = "enter_execveat"
+	jailProgEnterOpen             = "enter_open"
+	jailProgEnterOpenat           = "enter_openat"
+	jailProgEnterOpenat2          = "enter_openat2"
+	jailProgExitCreat             = "exit_creat"
+	jailProgExitExecve            = "exit_execve"
+	jailProgExitExecveat          = "exit_execveat"
+	jailProgExitOpen              = "exit_open"
+	jailProgExitOpenat            = "exit_openat"
+	jailProgExitOpenat2           = "exit_openat2"
 	jailProgFileFcntl             = "file_fcntl"
 	jailProgFileIoctl             = "file_ioctl"
 	jailProgFileIoctlCompat       = "file_ioctl_compat"
@@ -234,6 +254,18 @@ type jailSpecs struct {
 type jailProgramSpecs struct {
 	Bpf                   *ebpf.ProgramSpec `ebpf:"bpf"`
 	D_instantiate         *ebpf.ProgramSpec `ebpf:"d_instantiate"`
+	EnterCreat            *ebpf.ProgramSpec `ebpf:"enter_creat"`
+	EnterExecve           *ebpf.ProgramSpec `ebpf:"enter_execve"`
+	EnterExecveat         *ebpf.ProgramSpec `ebpf:"enter_execveat"`
+	EnterOpen             *ebpf.ProgramSpec `ebpf:"enter_open"`
+	EnterOpenat           *ebpf.ProgramSpec `ebpf:"enter_openat"`
+	EnterOpenat2          *ebpf.ProgramSpec `ebpf:"enter_openat2"`
+	ExitCreat             *ebpf.ProgramSpec `ebpf:"exit_creat"`
+	ExitExecve            *ebpf.ProgramSpec `ebpf:"exit_execve"`
+	ExitExecveat          *ebpf.ProgramSpec `ebpf:"exit_execveat"`
+	ExitOpen              *ebpf.ProgramSpec `ebpf:"exit_open"`
+	ExitOpenat            *ebpf.ProgramSpec `ebpf:"exit_openat"`
+	ExitOpenat2           *ebpf.ProgramSpec `ebpf:"exit_openat2"`
 	FileFcntl             *ebpf.ProgramSpec `ebpf:"file_fcntl"`
 	FileIoctl             *ebpf.ProgramSpec `ebpf:"file_ioctl"`
 	FileIoctlCompat       *ebpf.ProgramSpec `ebpf:"file_ioctl_compat"`
@@ -281,6 +313,7 @@ type jailProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type jailMapSpecs struct {
+	Calls    *ebpf.MapSpec `ebpf:"calls"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Events   *ebpf.MapSpec `ebpf:"events"`
 	Marks    *ebpf.MapSpec `ebpf:"marks"`
@@ -321,6 +354,7 @@ func (o *jailObjects) Close() error {
 //
 // It can be passed to loadJailObjects or ebpf.CollectionSpec.LoadAndAssign.
 type jailMaps struct {
+	Calls    *ebpf.Map `ebpf:"calls"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	Events   *ebpf.Map `ebpf:"events"`
 	Marks    *ebpf.Map `ebpf:"marks"`
@@ -333,6 +367,7 @@ type jailMaps struct {
 
 func (m *jailMaps) Close() error {
 	return _JailClose(
+		m.Calls,
 		m.Counters,
 		m.Events,
 		m.Marks,
@@ -360,6 +395,18 @@ type jailVariables struct {
 type jailPrograms struct {
 	Bpf                   *ebpf.Program `ebpf:"bpf"`
 	D_instantiate         *ebpf.Program `ebpf:"d_instantiate"`
+	EnterCreat            *ebpf.Program `ebpf:"enter_creat"`
+	EnterExecve           *ebpf.Program `ebpf:"enter_execve"`
+	EnterExecveat         *ebpf.Program `ebpf:"enter_execveat"`
+	EnterOpen             *ebpf.Program `ebpf:"enter_open"`
+	EnterOpenat           *ebpf.Program `ebpf:"enter_openat"`
+	EnterOpenat2          *ebpf.Program `ebpf:"enter_openat2"`
+	ExitCreat             *ebpf.Program `ebpf:"exit_creat"`
+	ExitExecve            *ebpf.Program `ebpf:"exit_execve"`
+	ExitExecveat          *ebpf.Program `ebpf:"exit_execveat"`
+	ExitOpen              *ebpf.Program `ebpf:"exit_open"`
+	ExitOpenat            *ebpf.Program `ebpf:"exit_openat"`
+	ExitOpenat2           *ebpf.Program `ebpf:"exit_openat2"`
 	FileFcntl             *ebpf.Program `ebpf:"file_fcntl"`
 	FileIoctl             *ebpf.Program `ebpf:"file_ioctl"`
 	FileIoctlCompat       *ebpf.Program `ebpf:"file_ioctl_compat"`
@@ -407,6 +454,18 @@ func (p *jailPrograms) Close() error {
 	return _JailClose(
 		p.Bpf,
 		p.D_instantiate,
+		p.EnterCreat,
+		p.EnterExecve,
+		p.EnterExecveat,
+		p.EnterOpen,
+		p.EnterOpenat,
+		p.EnterOpenat2,
+		p.ExitCreat,
+		p.ExitExecve,
+		p.ExitExecveat,
+		p.ExitOpen,
+		p.ExitOpenat,
+		p.ExitOpenat2,
 		p.FileFcntl,
 		p.FileIoctl,
 		p.FileIoctlCompat,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/policy"
 )
 
@@ -22,30 +23,81 @@ type cell struct {
 	jail   *jail.Jail
 	events chan jail.Event
 	done   chan struct{}
+
+	// The Landlock engine: the ruleset the first process enforces on
+	// itself before it execs the agent; nil under the BPF LSM.
+	ruleset *os.File
+	flags   uint32
+	abi     int
 }
 
-func openCell(facts kernel.Facts, cfg jail.Config, p policy.Policy) (*cell, error) {
-	if !facts.BPFInLSM {
-		return nil, notSupported(facts)
+// Engines.
+const (
+	EngineAuto     = "auto"
+	EngineBPF      = "bpf-lsm"
+	EngineLandlock = "landlock"
+)
+
+// openCell makes the cgroup and loads the programs: under the BPF LSM the
+// hooks that decide; under Landlock the ruleset that decides and the
+// observers that report. ttyPaths are the agent's terminals by name, for
+// Landlock, which grants by path.
+func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string) (*cell, error) {
+	var ruleset *os.File
+	var flags uint32
+	var abi int
+	rules := p.Rules()
+	switch engine {
+	case EngineBPF:
+		if !facts.BPFInLSM {
+			return nil, notSupported(facts)
+		}
+	case EngineLandlock:
+		if abi = landlock.ABI(); abi == 0 {
+			return nil, fmt.Errorf("%w: Landlock is not available on this kernel (active LSMs %v)", jail.ErrNotSupported, facts.LSMs)
+		}
+		if cfg.Audit {
+			return nil, errors.New("the Landlock engine has no audit mode: Landlock cannot let a refused access through and report it; use --engine bpf-lsm")
+		}
+		lr, err := landlock.FromJail(rules, ttyPaths)
+		if err != nil {
+			return nil, err
+		}
+		fd, fl, err := landlock.Ruleset(lr)
+		if err != nil {
+			return nil, err
+		}
+		ruleset, flags = os.NewFile(uintptr(fd), "landlock-ruleset"), fl
+		cfg.Observe = true
+	default:
+		return nil, fmt.Errorf("unknown engine %q: use auto, bpf-lsm or landlock", engine)
 	}
 	sweep(facts.Cgroup2)
 	cg, err := newCgroup(facts.Cgroup2)
 	if err != nil {
+		closeFile(ruleset)
 		return nil, err
 	}
 	cfg.CgroupID = cg.ID
-	cfg.Rules = p.Rules()
+	cfg.Rules = rules
 	cfg.PinDir = pinDir(cg.Path)
 	j, err := jail.Load(cfg)
 	if err != nil {
+		closeFile(ruleset)
 		cg.Close()
 		os.Remove(cg.Path)
 		if errors.Is(err, jail.ErrNotSupported) {
 			return nil, fmt.Errorf("%w\n%s", err, advice(facts))
 		}
+		if cfg.Observe {
+			// Landlock would hold, but nobody would see what it refused;
+			// the promise is both.
+			return nil, fmt.Errorf("the Landlock engine's observers: %w", err)
+		}
 		return nil, err
 	}
-	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{})}
+	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
+		ruleset: ruleset, flags: flags, abi: abi}
 	go func() {
 		defer close(c.events)
 		for {
@@ -64,6 +116,45 @@ func openCell(facts kernel.Facts, cfg jail.Config, p policy.Policy) (*cell, erro
 		}
 	}()
 	return c, nil
+}
+
+func closeFile(f *os.File) {
+	if f != nil {
+		f.Close()
+	}
+}
+
+// engine names what decides, for the report.
+func (c *cell) engine() string {
+	if c.ruleset != nil {
+		return fmt.Sprintf("%s (ABI %d)", EngineLandlock, c.abi)
+	}
+	return EngineBPF
+}
+
+// command is the process that runs path as argv in the cell, started into
+// the cell's cgroup with attr (which command completes). Under Landlock it
+// is agent-lock itself (the running binary, through /proc/self/exe, so the
+// agent's user needs no access to where it lies), which enforces the
+// ruleset on itself and execs the agent: Go has no hook between fork and
+// exec. It also gets IPC namespaces of its own: Landlock has no say over
+// SysV IPC and POSIX message queues, which the BPF LSM refuses outside the
+// cell.
+func (c *cell) command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd {
+	attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
+	attr.CgroupFD = c.cg.FD()
+	if c.ruleset == nil {
+		cmd := exec.Command(path, argv[1:]...)
+		cmd.Args = argv
+		cmd.SysProcAttr = attr
+		return cmd
+	}
+	attr.Cloneflags |= syscall.CLONE_NEWIPC
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = landlock.Argv(c.flags, path, argv)
+	cmd.ExtraFiles = []*os.File{c.ruleset} // fd 3: landlock.RulesetFD
+	cmd.SysProcAttr = attr
+	return cmd
 }
 
 func notSupported(f kernel.Facts) error {
@@ -94,6 +185,7 @@ func (c *cell) drain() <-chan jail.Event {
 
 func (c *cell) close() {
 	close(c.done)
+	closeFile(c.ruleset)
 	// Kill before detaching: a process of the cell must never run free.
 	killCgroup(c.cg.Path, 30*time.Second)
 	c.jail.Close()
@@ -119,9 +211,11 @@ func (c *cell) probe(ctx context.Context, audit bool) error {
 		if err != nil {
 			return nil, fmt.Errorf("probe needs %s: %w", name, err)
 		}
-		cmd := exec.CommandContext(ctx, path, args...)
+		cmd := c.command(path, append([]string{name}, args...), &syscall.SysProcAttr{})
 		cmd.Dir = "/"
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.cg.FD()}
+		// Not CommandContext: the caller's ctx ending kills the cell.
+		stop := context.AfterFunc(ctx, func() { killCgroup(c.cg.Path, time.Second) })
+		defer stop()
 		return cmd, cmd.Run()
 	}
 	if _, err := run("true"); err != nil {
@@ -167,7 +261,7 @@ func (c *cell) pendingEscapes() string {
 
 // SelfTest builds a throwaway cell around a temporary directory and probes
 // it, for `agent-lock doctor`.
-func SelfTest(ctx context.Context, facts kernel.Facts) error {
+func SelfTest(ctx context.Context, facts kernel.Facts, engine string) error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
@@ -176,7 +270,7 @@ func SelfTest(ctx context.Context, facts kernel.Facts) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c, err := openCell(facts, jail.Config{}, policy.Policy{Dir: dir})
+	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
@@ -66,6 +67,10 @@ type Options struct {
 	// PassEnv names variables the agent gets although they look like
 	// credentials (--env); its own API key is passed without asking.
 	PassEnv []string
+	// Engine is what decides: EngineBPF, EngineLandlock, or EngineAuto
+	// (or ""): the BPF LSM where this kernel runs its programs, else
+	// Landlock, else nothing (the agent does not start).
+	Engine string
 	// Detach starts the agent in a session of its own, without a
 	// controlling terminal, and lets it reopen no terminal: the dashboard
 	// owns agent-lock's, and an agent that could write to it (or push
@@ -119,9 +124,14 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if o.Detach {
 		ttys = nil
 	}
-	cell, err := openCell(facts, jail.Config{Audit: o.Audit, TTYs: ttys},
-		policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix,
-			Allow: allow, AllowWrite: allowWrite, Deny: deny, Home: agent.Home})
+	cfg := jail.Config{Audit: o.Audit, TTYs: ttys}
+	pol := policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix,
+		Allow: allow, AllowWrite: allowWrite, Deny: deny, Home: agent.Home}
+	var ttyNames []string
+	if !o.Detach {
+		ttyNames = terminalPaths()
+	}
+	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
@@ -149,8 +159,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer release()
 
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args = argv
+	cmd := cell.command(path, argv, &syscall.SysProcAttr{
+		Setsid:     o.Detach,
+		Credential: &syscall.Credential{Uid: agent.UID, Gid: agent.GID, Groups: agent.Groups},
+		Pdeathsig:  syscall.SIGKILL,
+	})
 	cmd.Dir = dir
 	env, withheld := secretenv.Filter(agentEnv(os.Environ(), agent, tmp, dir),
 		append(secretenv.AgentKeys(argv[0]), o.PassEnv...))
@@ -164,13 +177,6 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	if o.Stderr != nil {
 		cmd.Stderr = o.Stderr
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setsid:      o.Detach,
-		Credential:  &syscall.Credential{Uid: agent.UID, Gid: agent.GID, Groups: agent.Groups},
-		UseCgroupFD: true, // clone3(CLONE_INTO_CGROUP): jailed before its first instruction
-		CgroupFD:    cell.cg.FD(),
-		Pdeathsig:   syscall.SIGKILL,
 	}
 	// Terminal keys (^C, ^\) are for the agent, which shares our process
 	// group; agent-lock ends when the agent does.
@@ -196,7 +202,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	o.Report.Start(report.Start{
 		Time: began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
-		Kernel: facts.Release, Engine: "bpf-lsm", TmpDir: tmp, WithheldEnv: withheld,
+		Kernel: facts.Release, Engine: cell.engine(), TmpDir: tmp, WithheldEnv: withheld,
 	})
 
 	var status int
@@ -429,6 +435,36 @@ func terminals() []uint32 {
 		out = append(out, unix.Major(st.Rdev)<<20|unix.Minor(st.Rdev))
 	}
 	return out
+}
+
+// terminalPaths names the terminals on agent-lock's standard streams.
+func terminalPaths() []string {
+	var out []string
+	for fd := 0; fd <= 2; fd++ {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			continue
+		}
+		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasPrefix(p, "/dev/") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// openEngine opens the cell with the engine asked for. Auto takes the BPF
+// LSM where this kernel runs its programs and Landlock where it does not;
+// a cell that cannot be opened with either is an error, never a run
+// without one.
+func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string) (*cell, error) {
+	if engine != "" && engine != EngineAuto {
+		return openCell(facts, engine, cfg, p, ttys)
+	}
+	c, err := openCell(facts, EngineBPF, cfg, p, ttys)
+	if err == nil || !errors.Is(err, jail.ErrNotSupported) || cfg.Audit || landlock.ABI() == 0 {
+		return c, err
+	}
+	return openCell(facts, EngineLandlock, cfg, p, ttys)
 }
 
 func agentEnv(base []string, a Agent, tmp, dir string) []string {

@@ -20,6 +20,9 @@ type job struct {
 	carry []string
 	// skip returns why the job cannot run on this machine, or "".
 	skip func() string
+	// landlockCost says why the Landlock engine refuses this job (one of
+	// landlock.Costs); under that engine it must fail.
+	landlockCost string
 }
 
 // gitEnv names the author without touching ~/.gitconfig, which is outside
@@ -126,7 +129,8 @@ echo x > "$f" && touch "$d/y" && ls "$d" && rm -r "$f" "$d"
 l=$(mktemp -p . local.XXXX) && rm "$l"
 echo mktemp-ok
 `},
-	{name: "shared-scratch", want: "scratch-ok", skip: needTool("python3"), script: `
+	{name: "shared-scratch", want: "scratch-ok", skip: needTool("python3"),
+		landlockCost: "the shared scratch places are closed (only the private TMPDIR)", script: `
 # Tools that ignore TMPDIR write to /tmp; POSIX semaphores live in /dev/shm.
 f=/tmp/realwork-$$ && echo x > "$f" && cat "$f" >/dev/null && rm "$f"
 g=/dev/shm/realwork-$$ && echo y > "$g" && cat "$g" >/dev/null && rm "$g"

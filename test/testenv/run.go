@@ -25,6 +25,7 @@ const ExitAgentLock = 125
 type Runner struct {
 	User      *User
 	AgentLock string        // absolute path of the agent-lock binary; empty in baseline-only mode
+	Engine    string        // --engine for agent-lock; "" leaves it to agent-lock (auto)
 	Scratch   string        // a root-only directory for reports
 	Timeout   time.Duration // per run, unless the Proc says otherwise
 	// Overhead is added to the timeout of jailed runs: agent-lock's own
@@ -101,7 +102,11 @@ func (r *Runner) NextReport() string {
 
 // JailArgv is the agent-lock command line that runs argv in dir.
 func (r *Runner) JailArgv(dir, report string, argv []string) []string {
-	return append([]string{r.AgentLock, "--headless", "--report", report, dir, "--"}, argv...)
+	a := []string{r.AgentLock, "--headless", "--report", report}
+	if r.Engine != "" {
+		a = append(a, "--engine", r.Engine)
+	}
+	return append(append(a, dir, "--"), argv...)
 }
 
 // Unjailed runs argv as the test user in dir, with the same environment

@@ -274,12 +274,13 @@ struct rep {
 	__u32 pad;
 	__u64 d1;
 	__u64 d2;
+	__u64 uname; /* a user-space name: path2 is the name as the process gave it */
 };
 
 __noinline int report_rep(struct rep *r)
 {
 	__u32 zero = 0, n1 = 0, n2 = 0, flags;
-	__u64 d1, d2;
+	__u64 d1, d2, uname;
 	struct scratch *s;
 	__u64 id = bpf_get_current_pid_tgid();
 
@@ -288,13 +289,18 @@ __noinline int report_rep(struct rep *r)
 	flags = r->flags;
 	d1 = r->d1;
 	d2 = r->d2;
+	uname = r->uname;
 
 	if (!(flags & EV_INBOUNDS)) {
 		count(CNT_ESCAPES);
-		if (audit_mode)
-			flags |= EV_AUDIT;
-		else
-			flags |= EV_DENIED;
+		/* The observers (below) report what Landlock decided and set the
+		 * verdict themselves; the hooks decide here. */
+		if (!(flags & (EV_DENIED | EV_AUDIT))) {
+			if (audit_mode)
+				flags |= EV_AUDIT;
+			else
+				flags |= EV_DENIED;
+		}
 	}
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
@@ -318,6 +324,14 @@ __noinline int report_rep(struct rep *r)
 		s->ev.dev2 = dentry_dev(d2);
 		flags |= EV_PATH2;
 		n2 = put_path(s, d2, n1, &flags);
+	} else if (uname && n1 <= PATH_BYTES) {
+		long n = bpf_probe_read_user_str(&s->ev.path[n1], PATH_BYTES, (const void *)uname);
+
+		flags |= EV_PATH2 | EV_ASGIVEN;
+		if (n > 1)
+			n2 = n - 1; /* without the NUL */
+		else
+			flags |= EV_TRUNCATED;
 	}
 	if (n1 > PATH_BYTES)
 		n1 = PATH_BYTES;
@@ -680,6 +694,43 @@ int BPF_PROG(task_alloc, struct task_struct *task, unsigned long clone_flags)
 
 /* ---- files -------------------------------------------------------------- */
 
+/* The registration slot, when it names the calling process. */
+static __always_inline struct registration *registering(void)
+{
+	__u32 zero = 0;
+	struct registration *r = bpf_map_lookup_elem(&reg, &zero);
+
+	if (r && r->tgid && r->tgid == (bpf_get_current_pid_tgid() >> 32) && r->flags)
+		return r;
+	return 0;
+}
+
+/* agent-lock registering a rule root: record the identity of what it just
+ * opened as this kernel sees it. */
+static __always_inline void register_open(struct dentry *d, struct inode *inode)
+{
+	struct registration *r = registering();
+	struct rule_key k = {};
+	struct rule nr = {};
+	struct rule *old;
+
+	if (!r || !inode)
+		return;
+	k.dev = BPF_CORE_READ(d, d_sb, s_dev);
+	k.ino = BPF_CORE_READ(inode, i_ino);
+	nr.flags = r->flags;
+	old = bpf_map_lookup_elem(&rules, &k);
+	if (old)
+		nr.flags |= old->flags;
+	if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
+		r->dev = k.dev;
+		r->ino = k.ino;
+		r->flags = 0;
+		r->seq++;
+	}
+}
+
+
 SEC("lsm/file_open")
 int BPF_PROG(file_open, struct file *file)
 {
@@ -689,25 +740,7 @@ int BPF_PROG(file_open, struct file *file)
 	struct verdict v;
 
 	if (!jailed()) {
-		__u32 zero = 0;
-		struct registration *r = bpf_map_lookup_elem(&reg, &zero);
-
-		/* agent-lock registering a rule root: record its identity as
-		 * this kernel sees it. */
-		if (r && r->tgid && r->tgid == (bpf_get_current_pid_tgid() >> 32) && r->flags && inode) {
-			struct rule_key k = { .dev = d->d_sb->s_dev, .ino = inode->i_ino };
-			struct rule nr = { .flags = r->flags };
-			struct rule *old = bpf_map_lookup_elem(&rules, &k);
-
-			if (old)
-				nr.flags |= old->flags;
-			if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
-				r->dev = k.dev;
-				r->ino = k.ino;
-				r->flags = 0;
-				r->seq++;
-			}
-		}
+		register_open(d, inode);
 		return 0;
 	}
 
@@ -1195,4 +1228,216 @@ SEC("lsm/file_ioctl_compat")
 int BPF_PROG(file_ioctl_compat, struct file *file, unsigned int cmd)
 {
 	return check_ioctl(cmd);
+}
+
+/* ---- observation without the BPF LSM ------------------------------------ */
+
+/*
+ * Where the kernel cannot run the hooks above, Landlock decides and these
+ * tracepoint programs only watch the open and exec family, with the result
+ * the caller got: an opened file is classified like file_open does (counted,
+ * streamed when in bounds, reported as reached when the rules would have
+ * refused it); a refused one (EACCES, EPERM) is reported as blocked with the
+ * name the process gave, since nothing was opened to walk. The Go side loads
+ * only these programs then (jail.Config.Observe); they never decide.
+ */
+#define EACCES 13
+#define AT_FDCWD -100
+#define O_ACCMODE 00000003
+#define O_CREAT 00000100
+#define O_TRUNC 00001000
+
+struct call {
+	__u64 name;  /* user pointer to the name */
+	__s32 dirfd;
+	__u32 op;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tid */
+	__type(value, struct call);
+} calls SEC(".maps");
+
+static __always_inline int call_enter(__s64 dirfd, __u64 name, __u32 op)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call c = { .name = name, .dirfd = (__s32)dirfd, .op = op };
+
+	if (!jailed() && !registering())
+		return 0;
+	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
+	return 0;
+}
+
+static __always_inline __u32 open_op(__u64 flags)
+{
+	if ((flags & O_ACCMODE) || (flags & (O_CREAT | O_TRUNC)))
+		return AL_OP_WRITE;
+	return AL_OP_READ;
+}
+
+/* The file behind descriptor fd of the calling process, or 0. */
+static __always_inline struct file *fd_file(long fd)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	__u32 max = BPF_CORE_READ(fdt, max_fds);
+	struct file *f = 0;
+
+	if (fd < 0 || fd >= max || !fds)
+		return 0;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+static __always_inline void observe_opened(struct file *f, __u32 op)
+{
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	__u32 fmode = BPF_CORE_READ(f, f_mode), need;
+	/* created = 1: the observers have no marks (inode storage needs the
+	 * BPF LSM), and Landlock decided already; without it every second
+	 * name the agent made in DIR would look like an outside file's. */
+	struct query q = { .dentry = (__u64)d, .inode = (__u64)inode, .created = 1 };
+
+	if (fmode & FMODE_WRITE) {
+		op = AL_OP_WRITE;
+		need = P_WRITE | ((fmode & FMODE_READ) ? P_READ : 0);
+	} else {
+		if (op != AL_OP_EXEC)
+			op = AL_OP_READ;
+		need = P_READ;
+	}
+	classify(&q);
+	if ((q.v.perm & need) == need) {
+		if (q.v.class == AL_CLASS_INSIDE) {
+			count(CNT_INBOUNDS);
+			if (stream_inbounds)
+				report(op, q.v.class, EV_INBOUNDS, (__u64)d, 0, 0, 0);
+		} else {
+			count(CNT_SYSTEM);
+		}
+		return;
+	}
+	/* Landlock let through what the rules refuse: say so, as reached. */
+	report(op, q.v.class, q.v.flags | EV_AUDIT, (__u64)d, 0, 0, 0);
+}
+
+static __always_inline int call_exit(long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call *c = bpf_map_lookup_elem(&calls, &tid);
+	struct call cc;
+	struct rep r = {};
+	struct file *f;
+
+	if (!c)
+		return 0;
+	cc = *c;
+	bpf_map_delete_elem(&calls, &tid);
+	if (!jailed()) {
+		if (ret >= 0 && cc.op != AL_OP_EXEC && (f = fd_file(ret)))
+			register_open(BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_inode));
+		return 0;
+	}
+	if (ret >= 0) {
+		if (cc.op != AL_OP_EXEC && (f = fd_file(ret)))
+			observe_opened(f, cc.op);
+		return 0;
+	}
+	if (ret != -EACCES && ret != -EPERM)
+		return 0;
+	/* Refused: name the directory the name is relative to (none for an
+	 * absolute name), and the name as given. */
+	r.op = cc.op;
+	r.class = AL_CLASS_OUTSIDE;
+	r.flags = EV_DENIED;
+	r.uname = cc.name;
+	if (cc.dirfd == AT_FDCWD) {
+		struct task_struct *t = (void *)bpf_get_current_task();
+
+		r.d1 = (__u64)BPF_CORE_READ(t, fs, pwd.dentry);
+	} else if ((f = fd_file(cc.dirfd))) {
+		r.d1 = (__u64)BPF_CORE_READ(f, f_path.dentry);
+	}
+	report_rep(&r);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_openat")
+int enter_openat(struct trace_event_raw_sys_enter *ctx)
+{
+	return call_enter(ctx->args[0], ctx->args[1], open_op(ctx->args[2]));
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int exit_openat(struct trace_event_raw_sys_exit *ctx)
+{
+	return call_exit(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_enter_openat2")
+int enter_openat2(struct trace_event_raw_sys_enter *ctx)
+{
+	struct open_how how = {};
+
+	bpf_probe_read_user(&how, sizeof(how), (void *)ctx->args[2]);
+	return call_enter(ctx->args[0], ctx->args[1], open_op(how.flags));
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat2")
+int exit_openat2(struct trace_event_raw_sys_exit *ctx)
+{
+	return call_exit(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_enter_open")
+int enter_open(struct trace_event_raw_sys_enter *ctx)
+{
+	return call_enter(AT_FDCWD, ctx->args[0], open_op(ctx->args[1]));
+}
+
+SEC("tracepoint/syscalls/sys_exit_open")
+int exit_open(struct trace_event_raw_sys_exit *ctx)
+{
+	return call_exit(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_enter_creat")
+int enter_creat(struct trace_event_raw_sys_enter *ctx)
+{
+	return call_enter(AT_FDCWD, ctx->args[0], AL_OP_WRITE);
+}
+
+SEC("tracepoint/syscalls/sys_exit_creat")
+int exit_creat(struct trace_event_raw_sys_exit *ctx)
+{
+	return call_exit(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_enter_execve")
+int enter_execve(struct trace_event_raw_sys_enter *ctx)
+{
+	return call_enter(AT_FDCWD, ctx->args[0], AL_OP_EXEC);
+}
+
+SEC("tracepoint/syscalls/sys_exit_execve")
+int exit_execve(struct trace_event_raw_sys_exit *ctx)
+{
+	return call_exit(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_enter_execveat")
+int enter_execveat(struct trace_event_raw_sys_enter *ctx)
+{
+	return call_enter(ctx->args[0], ctx->args[1], AL_OP_EXEC);
+}
+
+SEC("tracepoint/syscalls/sys_exit_execveat")
+int exit_execveat(struct trace_event_raw_sys_exit *ctx)
+{
+	return call_exit(ctx->ret);
 }

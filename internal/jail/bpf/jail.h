@@ -62,6 +62,8 @@ enum al_class {
 #define EV_UNRESOLVED (1 << 3) /* the path could not be resolved to a root */
 #define EV_PATH2      (1 << 4) /* path2 (rename/link destination) follows path */
 #define EV_INBOUNDS   (1 << 5) /* an allowed in-bounds access (live stream) */
+#define EV_ASGIVEN    (1 << 6) /* path2 is the name the process passed, relative to path
+                                * (a directory) unless absolute: nothing was opened */
 
 /* One decision, as the hook that made it reports it. Variable length on the
  * ring buffer: only path_len + path2_len bytes of path[] are sent. */

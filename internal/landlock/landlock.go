@@ -1,0 +1,300 @@
+// Package landlock confines the agent with Landlock, the kernel's
+// unprivileged path-based LSM, where BPF LSM programs cannot run. It turns
+// the cell's rule roots into a ruleset in agent-lock (as root, before the
+// agent exists) and enforces it in the agent's first process just before
+// exec, so every process the agent starts inherits it and it holds whatever
+// happens to agent-lock.
+//
+// Landlock only grants; it has no "deny inside a grant". A denied tree
+// inside a granted one is carved out by granting the grant's other entries
+// one by one instead (see Carve), which has a cost this package's callers
+// must tell the user: the carved directories themselves cannot be listed or
+// gain new entries.
+package landlock
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/jail"
+)
+
+// ABI is the Landlock ABI version the running kernel offers; 0 when
+// Landlock is not available (not built in, or not in the active LSM list).
+func ABI() int {
+	v, err := ll.LandlockGetABIVersion()
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// Rule is one path and what the agent may do beneath it.
+type Rule struct {
+	Path   string
+	Rights Rights
+}
+
+// Rights are agent-lock's grants, mapped to Landlock access rights by
+// Ruleset.
+type Rights int
+
+const (
+	ReadOnly  Rights = iota + 1 // read, list, execute
+	ReadWrite                   // everything, renames and links within included
+	Device                      // a device file the agent reads, writes and controls (/dev/null, its terminal)
+	List                        // list directories, nothing else (/dev)
+	Socket                      // connect to this unix socket (kernels with ABI 9)
+)
+
+// Devices are the device files every program expects to open for writing.
+var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"}
+
+// FromJail maps the cell's rule roots to Landlock rules. Deny roots are
+// carved out of every grant that contains them. What Landlock cannot say
+// grants nothing: the shared scratch roots (the BPF LSM lets the agent use
+// only the files it created there), and /dev beyond listing it and the
+// devices every program needs (the BPF LSM judges device files by number;
+// a read-only /dev would hand out /dev/shm, the user's other terminals and
+// every device a group membership opens). Sockets allowed by path are
+// granted where the kernel restricts them (ABI 9); ttys are the agent's
+// terminals.
+func FromJail(rules []jail.Rule, ttys []string) ([]Rule, error) {
+	var deny []string
+	var rs, files []Rule
+	for _, r := range rules {
+		switch {
+		case r.Flags&jail.Deny != 0:
+			deny = append(deny, r.Path)
+		case under(r.Path, "/dev"):
+			if r.Path == "/dev" {
+				rs = append(rs, Rule{r.Path, List})
+			}
+		case r.Flags&jail.Write != 0:
+			rs = append(rs, Rule{r.Path, ReadWrite})
+		case r.Flags&jail.Read != 0:
+			rs = append(rs, Rule{r.Path, ReadOnly})
+		case r.Flags&jail.Socket != 0:
+			files = append(files, Rule{r.Path, Socket})
+		}
+	}
+	// The BPF LSM judges /proc and /sys entry by entry (a process's own
+	// /proc files are writable); Landlock grants them read-only, and its
+	// ptrace scoping keeps other processes' environ, mem and fds out.
+	for _, d := range []string{"/proc", "/sys"} {
+		rs = append(rs, Rule{d, ReadOnly})
+	}
+	out, err := Carve(rs, deny)
+	if err != nil {
+		return nil, err
+	}
+	// Single files named on purpose, after carving: the agent's own
+	// terminal lies under /dev/pts, which nothing else grants.
+	for _, d := range append(slices.Clone(Devices), ttys...) {
+		if _, err := os.Stat(d); err == nil {
+			files = append(files, Rule{d, Device})
+		}
+	}
+	return append(out, files...), nil
+}
+
+// maxRules bounds carving: a denied path under a huge directory would make
+// a ruleset too large to be useful, and failing is better than guessing.
+const maxRules = 20000
+
+// Carve replaces every rule whose tree contains a denied path by rules for
+// its entries, recursively along the way to the denied path, leaving out
+// the denied path and its ancestors: Landlock grants a file the union of
+// the rules on all its ancestors, so no rule may sit above a denied path.
+// Rules at or under a denied path are dropped. Symlinks among the entries
+// are left out (a rule on one would grant its target).
+func Carve(rules []Rule, deny []string) ([]Rule, error) {
+	var out []Rule
+	var carve func(r Rule) error
+	carve = func(r Rule) error {
+		var inside []string
+		for _, d := range deny {
+			if under(r.Path, d) {
+				return nil // denied itself
+			}
+			if under(d, r.Path) {
+				inside = append(inside, d)
+			}
+		}
+		if len(inside) == 0 {
+			out = append(out, r)
+			return nil
+		}
+		if len(out) > maxRules {
+			return fmt.Errorf("carving %s out of %s needs more than %d rules", inside[0], r.Path, maxRules)
+		}
+		ents, err := os.ReadDir(r.Path)
+		if err != nil {
+			return fmt.Errorf("carve %s: %w", r.Path, err)
+		}
+		for _, e := range ents {
+			if e.Type()&os.ModeSymlink != 0 {
+				continue
+			}
+			if err := carve(Rule{filepath.Join(r.Path, e.Name()), r.Rights}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, r := range rules {
+		if err := carve(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func under(p, root string) bool {
+	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
+}
+
+// config handles every file system right and both IPC scopes this kernel
+// knows (BestEffort drops what it does not): from ABI 9 that includes
+// connecting to pathname unix sockets. Network rights are not handled, as
+// the BPF-LSM jail does not confine TCP either.
+func config() landlock.Config {
+	all := landlock.AccessFSSet(1<<17 - 1) // up to resolve_unix (ABI 9)
+	return landlock.Config{HandledAccessFS: all, Scoped: landlock.ScopedSet(ll.ScopeAbstractUnixSocket | ll.ScopeSignal)}.BestEffort()
+}
+
+// Ruleset creates the ruleset (close-on-exec) and returns it with the
+// flags to enforce it with. Every path must exist: the caller left out
+// what does not.
+func Ruleset(rules []Rule) (fd int, flags uint32, err error) {
+	var opts []landlock.Rule
+	for _, r := range rules {
+		st, err := os.Stat(r.Path)
+		if err != nil {
+			return -1, 0, err
+		}
+		dir := st.IsDir()
+		var o landlock.FSRule
+		switch {
+		case r.Rights == Device:
+			o = landlock.RWFiles(r.Path).WithIoctlDev()
+		case r.Rights == List:
+			o = landlock.PathAccess(ll.AccessFSReadDir, r.Path)
+		case r.Rights == Socket:
+			o = landlock.PathAccess(ll.AccessFSResolveUnix, r.Path)
+		case r.Rights == ReadWrite && dir:
+			o = landlock.RWDirs(r.Path).WithRefer().WithResolveUnix()
+		case r.Rights == ReadWrite:
+			o = landlock.RWFiles(r.Path)
+		case dir:
+			o = landlock.RODirs(r.Path)
+		default:
+			o = landlock.ROFiles(r.Path)
+		}
+		opts = append(opts, o)
+	}
+	fd, flags, err = config().NewRulesetFD(opts...)
+	if err != nil {
+		return -1, 0, fmt.Errorf("landlock ruleset: %w", err)
+	}
+	if fd < 0 {
+		// Best effort found nothing to enforce: no Landlock here. Fail
+		// closed; the caller must not start the agent.
+		return -1, 0, errors.New("landlock ruleset: this kernel has no Landlock")
+	}
+	return fd, flags, nil
+}
+
+// ExecArg is the argument that makes agent-lock enforce a ruleset and exec
+// the agent (Exec): the first process of the cell is agent-lock itself,
+// since Go cannot run code between fork and exec.
+const ExecArg = "__landlock-exec"
+
+// RulesetFD is the descriptor the ruleset has in that process.
+const RulesetFD = 3
+
+// Argv is the command line of that process for path and argv.
+func Argv(flags uint32, path string, argv []string) []string {
+	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(flags), 10), path}, argv...)
+}
+
+// Exec enforces the ruleset on descriptor RulesetFD and execs path with
+// argv and the current environment. It returns only on failure, and then
+// the agent must not run: the caller exits.
+func Exec(args []string) error {
+	if len(args) < 3 {
+		return errors.New("usage: " + ExecArg + " FLAGS PATH ARGV0 [ARG...]")
+	}
+	flags, err := strconv.ParseUint(args[0], 10, 32)
+	if err != nil {
+		return fmt.Errorf("flags: %w", err)
+	}
+	path, argv := args[1], args[2:]
+	runtime.LockOSThread() // never unlocked: the thread execs
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs: %w", err)
+	}
+	// This thread only: it is the one that execs, and exec ends the
+	// others, which run nothing of the agent's.
+	if err := ll.LandlockRestrictSelf(RulesetFD, uint32(flags)); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	unix.Close(RulesetFD)
+	if err := installFilter(); err != nil {
+		return err
+	}
+	return syscall.Exec(path, argv, os.Environ())
+}
+
+// Limits are the side doors the Landlock engine leaves open on a kernel
+// with Landlock ABI abi, which the BPF-LSM engine closes: what doctor and
+// the dashboard tell the user, and what the adversary suite expects.
+func Limits(abi int) []string {
+	l := []string{
+		"changing metadata of outside files: chmod, chown, utimes, extended attributes",
+		"inotify watches outside the project (names of files as they change)",
+		"reading other processes' /proc entries that need no ptrace access (cmdline, status)",
+		"writing a file in the project that is a hard link to an outside file (made before the session)",
+		"only opens and execs are reported; other refused operations are not",
+	}
+	if abi < 9 {
+		l = append(l, "connecting to pathname unix sockets anywhere (ssh-agent, docker.sock, D-Bus) (Landlock ABI 9)")
+	}
+	if abi < 3 {
+		l = append(l, "truncating outside files (truncate(2); Landlock ABI 3, Linux 6.2)")
+	}
+	if abi < 5 {
+		l = append(l, "ioctl on device files (Landlock ABI 5, Linux 6.10)")
+	}
+	if abi < 6 {
+		l = append(l, "signals to the user's other processes and abstract unix sockets (Landlock ABI 6, Linux 6.12)")
+	}
+	return l
+}
+
+// Costs are what the Landlock engine refuses that the BPF-LSM engine
+// allows: the price of its coarser rules.
+func Costs(abi int) []string {
+	c := []string{
+		"the shared scratch places (/tmp, /var/tmp, /dev/shm) are closed; the agent has its private TMPDIR",
+		"new terminals (/dev/pts) and devices beyond /dev/null, zero, full, random, urandom, tty and ptmx cannot be opened",
+		"writing /proc (user namespaces cannot be set up, a process cannot adjust itself there)",
+		"keyrings (keyctl, add_key, request_key) are refused; SysV IPC and POSIX message queues are private to the agent",
+		"a directory a denied path was carved out of can be read entry by entry but not listed, and gets no new entries",
+	}
+	if abi < 2 {
+		c = append(c, "renames and links across directories, even inside the project (Landlock ABI 2, Linux 5.19)")
+	}
+	return c
+}
