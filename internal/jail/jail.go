@@ -19,7 +19,6 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,9 +129,15 @@ func Load(cfg Config) (*Jail, error) {
 	if cfg.CgroupID == 0 {
 		return nil, errors.New("load jail: no cgroup")
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("load jail: %w", err)
-	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK. Not
+	// cilium/ebpf's rlimit package: its init makes a bpf() call in every
+	// process of this binary, the Landlock engine's first jailed process
+	// included, where it would show as the agent's first escape.
+	// Best effort: where root may not raise it (a container without
+	// CAP_SYS_RESOURCE) the kernel is new enough not to need it, or the
+	// load fails below with an error that says MEMLOCK.
+	inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf)
 	spec, err := loadJail()
 	if err != nil {
 		return nil, fmt.Errorf("load jail spec: %w", err)

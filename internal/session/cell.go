@@ -80,7 +80,11 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	}
 	cfg.CgroupID = cg.ID
 	cfg.Rules = rules
-	cfg.PinDir = pinDir(cg.Path)
+	if !cfg.Observe {
+		// Landlock holds without agent-lock by construction; pinning the
+		// observers would only keep reports flowing to no one.
+		cfg.PinDir = pinDir(cg.Path)
+	}
 	j, err := jail.Load(cfg)
 	if err != nil {
 		closeFile(ruleset)

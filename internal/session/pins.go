@@ -22,12 +22,19 @@ import (
 const bpffsMagic = 0xcafe4a11
 
 // pinBase is where sessions pin their links, or "" where no bpf file system
-// is mounted at /sys/fs/bpf; the reaper still holds the cell then.
+// is or can be mounted at /sys/fs/bpf; the reaper still holds the cell then.
 func pinBase() string {
 	const mnt = "/sys/fs/bpf"
 	var st unix.Statfs_t
 	if err := unix.Statfs(mnt, &st); err != nil || st.Type != bpffsMagic {
-		return ""
+		// systemd mounts it; minimal systems do not. Mount it as systemd
+		// would, rather than run without pins.
+		if unix.Mount("bpf", mnt, "bpf", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700") != nil {
+			return ""
+		}
+		if err := unix.Statfs(mnt, &st); err != nil || st.Type != bpffsMagic {
+			return ""
+		}
 	}
 	base := filepath.Join(mnt, "agent-lock")
 	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, os.ErrExist) {

@@ -1,0 +1,153 @@
+package landlock
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/jail"
+)
+
+func paths(rs []Rule) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestCarve(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"a", "secret", "sub/c", "sub/.ssh"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "b"), nil, 0o644)
+	os.WriteFile(filepath.Join(root, "sub/.ssh/id_rsa"), nil, 0o600)
+	// A rule on a symlink would grant its target: the link to the secret
+	// must not become a rule.
+	os.Symlink("secret", filepath.Join(root, "link"))
+
+	got, err := Carve([]Rule{{root, ReadOnly}, {filepath.Join(root, "secret/inner"), ReadWrite}},
+		[]string{filepath.Join(root, "secret"), filepath.Join(root, "sub/.ssh")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "sub/c")}
+	if !slices.Equal(paths(got), want) {
+		t.Errorf("carved rules %v, want %v (no rule above or at a denied path, none on links)", paths(got), want)
+	}
+	for _, r := range got {
+		if r.Rights != ReadOnly {
+			t.Errorf("%s lost its rights: %v", r.Path, r.Rights)
+		}
+	}
+
+	// Nothing to carve: the rule stays as it is.
+	got, err = Carve([]Rule{{root, ReadWrite}}, []string{"/elsewhere"})
+	if err != nil || len(got) != 1 || got[0].Path != root {
+		t.Errorf("Carve with an unrelated denial: %v, %v", got, err)
+	}
+}
+
+func TestFromJail(t *testing.T) {
+	dir := t.TempDir()
+	rules := []jail.Rule{
+		{Path: "/usr", Flags: jail.Read},
+		{Path: "/dev", Flags: jail.Read},
+		{Path: "/dev/pts", Flags: jail.Read}, // a mount under a system root
+		{Path: "/dev/shm", Flags: jail.Scratch},
+		{Path: "/tmp", Flags: jail.Scratch},
+		{Path: dir, Flags: jail.Read | jail.Write},
+		{Path: "/run/some.sock", Flags: jail.Socket},
+	}
+	got, err := FromJail(rules, []string{"/dev/pts/7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string]Rights{}
+	for _, r := range got {
+		byPath[r.Path] = r.Rights
+	}
+	for p, want := range map[string]Rights{"/usr": ReadOnly, "/dev": List, dir: ReadWrite,
+		"/proc": ReadOnly, "/sys": ReadOnly, "/dev/null": Device, "/run/some.sock": Socket} {
+		if byPath[p] != want {
+			t.Errorf("%s: rights %v, want %v (all: %v)", p, byPath[p], want, got)
+		}
+	}
+	for _, p := range []string{"/dev/pts", "/dev/shm", "/tmp"} {
+		if _, ok := byPath[p]; ok {
+			t.Errorf("%s is granted: the Landlock engine must not open it", p)
+		}
+	}
+	// The terminal is named only if it exists; /dev/pts/7 may not here.
+	if _, err := os.Stat("/dev/pts/7"); err != nil {
+		if _, ok := byPath["/dev/pts/7"]; ok {
+			t.Error("a terminal that does not exist became a rule")
+		}
+	}
+}
+
+// TestFilter runs the seccomp filter in a child (a filter cannot be
+// removed) and checks what it refuses and what it lets through.
+func TestFilter(t *testing.T) {
+	if os.Getenv("AGENT_LOCK_FILTER_CHILD") == "1" {
+		filterChild()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFilter$")
+	cmd.Env = append(os.Environ(), "AGENT_LOCK_FILTER_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+func filterChild() {
+	fail := func(f string, a ...any) {
+		fmt.Fprintf(os.Stderr, "FAIL: "+f+"\n", a...)
+		os.Exit(1)
+	}
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fail("no_new_privs: %v", err)
+	}
+	null, err := os.Open("/dev/null")
+	if err != nil {
+		fail("%v", err)
+	}
+	// Before: /dev/null is no terminal, so TIOCSTI says ENOTTY; the key
+	// syscalls reach the kernel.
+	c := byte('x')
+	if err := unix.IoctlSetPointerInt(int(null.Fd()), unix.TIOCSTI, int(c)); !errors.Is(err, unix.ENOTTY) {
+		fail("TIOCSTI before the filter: %v, want ENOTTY", err)
+	}
+	if err := installFilter(); err != nil {
+		fail("%v", err)
+	}
+	for _, req := range []uint{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCCONS} {
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, null.Fd(), uintptr(req), 0); errno != unix.EPERM {
+			fail("ioctl %#x: %v, want EPERM", req, errno)
+		}
+	}
+	if _, err := unix.IoctlGetTermios(int(null.Fd()), unix.TCGETS); !errors.Is(err, unix.ENOTTY) {
+		fail("TCGETS: %v, want ENOTTY (the filter must let other requests through)", err)
+	}
+	if _, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_USER_KEYRING, false); !errors.Is(err, unix.EPERM) {
+		fail("keyctl: %v, want EPERM", err)
+	}
+	if _, err := unix.AddKey("user", "agent-lock-test", []byte("x"), unix.KEY_SPEC_PROCESS_KEYRING); !errors.Is(err, unix.EPERM) {
+		fail("add_key: %v, want EPERM", err)
+	}
+	if _, err := unix.Getcwd(make([]byte, 256)); err != nil {
+		fail("getcwd: %v (an ordinary call must pass)", err)
+	}
+	os.Exit(0)
+}
