@@ -33,19 +33,27 @@ test:
 	$(MAKE) vmtest
 	$(MAKE) native
 
-# native runs the guest suite on this machine itself when its kernel runs
-# BPF LSM programs (agent-lock doctor proves it by loading one), as the
-# suite's unprivileged user jailtest (uid 4242, created if missing). On a
-# kernel that cannot, it says so and leaves the verdict to the VMs.
+# native runs the suites on this machine itself, as the unprivileged user
+# jailtest (uid 4242, created if missing): the BPF-LSM guest suite when this
+# kernel runs BPF LSM programs, and the Landlock engine's suite when it has
+# Landlock (agent-lock doctor --engine proves each with a live self-test).
+# An engine this kernel cannot run is reported skipped, with why.
 native: build test-bins
-	@if ! $(BUILD)/agent-lock doctor >/dev/null 2>&1; then \
-		echo "native: skipped: this kernel cannot run the jail ($(BUILD)/agent-lock doctor says why); the VM matrix covers it"; \
-		exit 0; \
-	fi; \
-	if ! id jailtest >/dev/null 2>&1; then \
+	@if ! id jailtest >/dev/null 2>&1; then \
 		useradd --uid 4242 --user-group --create-home --shell /bin/sh jailtest; \
 	fi; \
-	AGENT_LOCK_VM=1 AGENT_LOCK_KERNEL=native bash test/guest-suite.sh
+	rc=0; \
+	if $(BUILD)/agent-lock doctor --engine bpf-lsm >/dev/null 2>&1; then \
+		AGENT_LOCK_VM=1 AGENT_LOCK_NATIVE=1 AGENT_LOCK_KERNEL=native bash test/guest-suite.sh || rc=1; \
+	else \
+		echo "native: bpf-lsm skipped: this kernel cannot run the BPF-LSM jail ($(BUILD)/agent-lock doctor says why); the VM matrix covers it"; \
+	fi; \
+	if $(BUILD)/agent-lock doctor --engine landlock >/dev/null 2>&1; then \
+		AGENT_LOCK_VM=1 AGENT_LOCK_NATIVE=1 AGENT_LOCK_KERNEL=native bash test/guest-suite.sh landlock || rc=1; \
+	else \
+		echo "native: landlock skipped: this kernel has no Landlock ($(BUILD)/agent-lock doctor says why)"; \
+	fi; \
+	exit $$rc
 
 build:
 	$(GO) build -o $(BUILD)/agent-lock ./cmd/agent-lock

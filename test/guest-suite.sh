@@ -5,10 +5,15 @@
 #
 # Each step prints "guest-suite: PASS|FAIL|SKIP <step>"; the script exits
 # non-zero if any step failed.
+#
+# `guest-suite.sh landlock` runs the Landlock engine's suite instead: its
+# Go tests, and the adversary and realwork suites with --engine landlock,
+# judged against that engine's documented limits.
 set -uo pipefail
 
 repo=$(pwd)
 failed=()
+engine=${1:-bpf-lsm}
 
 # step NAME CMD...: runs CMD and records its verdict.
 step() {
@@ -50,12 +55,42 @@ check_user() {
 # at .build/tests/<package path>.test.
 run_test_binary() {
 	local bin=$1 pkg
+	shift
 	pkg=${bin#.build/tests/}
 	pkg=${pkg%.test}
-	(cd "$repo/$pkg" && "$repo/$bin" -test.v -test.count=1 -test.timeout="${GUEST_TEST_TIMEOUT:-10m}")
+	(cd "$repo/$pkg" && "$repo/$bin" -test.v -test.count=1 -test.timeout="${GUEST_TEST_TIMEOUT:-10m}" "$@")
 }
 
-echo "guest-suite: kernel $(uname -r) (${AGENT_LOCK_KERNEL:-unknown suite})"
+check_landlock() {
+	local lsm
+	lsm=$(cat /sys/kernel/security/lsm) || return 1
+	echo "active LSMs: $lsm"
+	case ",$lsm," in
+	*,landlock,*) ;;
+	*)
+		echo "landlock is not an active LSM"
+		return 1
+		;;
+	esac
+}
+
+echo "guest-suite: kernel $(uname -r) (${AGENT_LOCK_KERNEL:-unknown suite}), engine $engine"
+if [ "$engine" = landlock ]; then
+	step landlock check_landlock
+	step user check_user
+	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe'
+	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock'
+	for runner in adversary realwork; do
+		step "$runner --engine landlock" ".build/$runner" -agent-lock .build/agent-lock -engine landlock
+	done
+	if [ "${#failed[@]}" -gt 0 ]; then
+		echo "guest-suite: FAILED on $(uname -r) (landlock): ${failed[*]}"
+		exit 1
+	fi
+	echo "guest-suite: all passed on $(uname -r) (landlock)"
+	exit 0
+fi
+
 step lsm check_lsm
 step user check_user
 

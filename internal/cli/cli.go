@@ -25,7 +25,7 @@ const usage = `agent-lock: jail an AI coding agent in one directory, with BPF-LS
 
 Usage:
   sudo agent-lock [flags] [DIR] [-- COMMAND [ARG...]]
-  sudo agent-lock doctor
+  sudo agent-lock doctor [--engine E]
   agent-lock watch [--list] [SESSION]
   agent-lock replay [--fast] FILE
   agent-lock version
@@ -75,7 +75,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "agent-lock %s\n", version())
 			return 0
 		case "doctor":
-			return doctor(ctx, stdout, stderr)
+			return doctor(ctx, args[1:], stdout, stderr)
 		case "replay":
 			return replay(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "watch":

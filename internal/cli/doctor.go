@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -15,7 +16,20 @@ import (
 
 // doctor reports what the kernel offers and proves, with a live self-test,
 // whether the jail works here. It exits non-zero when it does not.
-func doctor(ctx context.Context, stdout, stderr io.Writer) int {
+func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	engine := fs.String("engine", session.EngineAuto, "")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: agent-lock doctor [--engine auto|bpf-lsm|landlock]")
+		return 2
+	}
+	switch *engine {
+	case session.EngineAuto, session.EngineBPF, session.EngineLandlock:
+	default:
+		fmt.Fprintf(stderr, "agent-lock doctor: --engine %q: use auto, bpf-lsm or landlock\n", *engine)
+		return 2
+	}
 	f, err := kernel.Probe()
 	if err != nil {
 		fmt.Fprintf(stderr, "agent-lock doctor: %v\n", err)
@@ -41,7 +55,12 @@ func doctor(ctx context.Context, stdout, stderr io.Writer) int {
 	for _, n := range f.Notes {
 		fmt.Fprintf(stdout, "note           %s\n", n)
 	}
-	bpfErr := session.SelfTest(ctx, f, session.EngineBPF)
+	var bpfErr error
+	if *engine == session.EngineLandlock {
+		bpfErr = errors.New("not tried (--engine landlock)")
+	} else {
+		bpfErr = session.SelfTest(ctx, f, session.EngineBPF)
+	}
 	if bpfErr == nil {
 		fmt.Fprintln(stdout, "self-test      bpf-lsm passed: the LSM programs loaded, attached, refused a test open outside their cell and reported it")
 		fmt.Fprintln(stdout, "\nagent-lock can jail agents on this machine, with the BPF-LSM engine (--engine auto picks it).")
@@ -49,7 +68,9 @@ func doctor(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "self-test      bpf-lsm FAILED: %v\n", bpfErr)
 	var llErr error
-	if f.LandlockABI > 0 {
+	if *engine == session.EngineBPF {
+		fmt.Fprintln(stdout, "self-test      landlock not tried (--engine bpf-lsm)")
+	} else if f.LandlockABI > 0 {
 		llErr = session.SelfTest(ctx, f, session.EngineLandlock)
 		if llErr == nil {
 			fmt.Fprintf(stdout, "self-test      landlock passed: Landlock ABI %d refused a test open outside the cell and the observers reported it\n", f.LandlockABI)
@@ -66,7 +87,11 @@ func doctor(ctx context.Context, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "self-test      landlock FAILED: %v\n", llErr)
 	}
-	fmt.Fprintln(stdout, "\nagent-lock cannot jail agents on this machine, and will refuse to start one.")
+	if *engine == session.EngineBPF {
+		fmt.Fprintln(stdout, "\nagent-lock cannot jail agents with the BPF-LSM engine on this machine.")
+	} else {
+		fmt.Fprintln(stdout, "\nagent-lock cannot jail agents on this machine, and will refuse to start one.")
+	}
 	advice := f.Advice()
 	if errors.Is(bpfErr, session.ErrNotRoot) {
 		advice = append(advice, "run `sudo agent-lock doctor`: loading BPF programs needs root")
