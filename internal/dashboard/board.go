@@ -7,6 +7,7 @@ package dashboard
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -240,3 +241,9 @@ func (b *Board) Escapes() uint64 { return b.Blocked + b.Reached }
 
 // Audit reports whether the session lets out-of-bounds operations through.
 func (b *Board) Audit() bool { return b.Start != nil && b.Start.Mode == report.Audit }
+
+// Landlock says whether the session runs under the Landlock engine, which
+// leaves open what Start.Limits lists.
+func (b *Board) Landlock() bool {
+	return b.Start != nil && strings.HasPrefix(b.Start.Engine, "landlock")
+}

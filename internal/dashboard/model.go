@@ -161,6 +161,8 @@ func Summary(b *Board, home string) string {
 	mode, dir, agent := "JAILED (enforce)", "?", ""
 	if b.Audit() {
 		mode = "AUDIT (unconfined)"
+	} else if b.Landlock() {
+		mode = "JAILED (enforce, " + clean(b.Start.Engine) + ")"
 	}
 	if b.Start != nil {
 		dir = tilde(b.Start.Dir, home)
@@ -172,10 +174,17 @@ func Summary(b *Board, home string) string {
 	}
 	fmt.Fprintf(&sb, "verdict: %s\n", plainVerdict(b))
 	fmt.Fprintf(&sb, "in-bounds %s · system %s · blocked %s", count(b.InBounds), count(b.System), count(b.Blocked))
-	if b.Audit() {
+	if b.Audit() || b.Reached > 0 {
 		fmt.Fprintf(&sb, " · reached %s", count(b.Reached))
 	}
 	sb.WriteString("\n")
+	if b.Start != nil && len(b.Start.Limits) > 0 {
+		var l []string
+		for _, s := range b.Start.Limits {
+			l = append(l, clean(s))
+		}
+		fmt.Fprintf(&sb, "left open by this engine: %s\n", strings.Join(l, "; "))
+	}
 	targets := b.Targets()
 	if len(targets) > 0 {
 		sb.WriteString("top targets:\n")

@@ -334,3 +334,30 @@ func TestWithheldEnvIsShown(t *testing.T) {
 		t.Errorf("summary:\n%s", s)
 	}
 }
+
+// TestLandlockEngineSaysWhatItLeavesOpen: under the Landlock engine the
+// masthead names the engine and its limits, and what got past it is
+// counted as reached, never hidden among the blocked.
+func TestLandlockEngineSaysWhatItLeavesOpen(t *testing.T) {
+	recs := sampleRecords()
+	recs[0].Start.Engine = "landlock (ABI 7)"
+	recs[0].Start.Limits = []string{"inotify watches outside", "reports cover opens and execs only"}
+	recs = append(recs, report.Record{Type: report.TypeEscape, Event: &report.Event{
+		Time: t0.Add(7 * time.Second), PID: 1500, TID: 1500, Comm: "cat", Op: "read",
+		Path: "/proc/1/cmdline", Verdict: report.Allowed,
+	}})
+	m := fed(recs, 200, 50)
+	screen := ansi.Strip(m.render())
+	for _, want := range []string{"JAILED (Landlock)", "landlock (ABI 7) leaves open: inotify watches outside · reports cover opens and execs only",
+		"1 reach got past this engine", "reached 1"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%s", want, screen)
+		}
+	}
+	sum := Summary(m.board, "/home/alice")
+	for _, want := range []string{"JAILED (enforce, landlock (ABI 7))", "left open by this engine: inotify watches outside; reports cover opens and execs only", "reached 1"} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+}

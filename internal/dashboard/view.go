@@ -43,6 +43,8 @@ func (m *Model) masthead(w int) []string {
 	state := jailedBadge.Render("JAILED")
 	if b.Audit() {
 		state = auditBadge.Render("AUDIT · UNCONFINED")
+	} else if b.Landlock() {
+		state = jailedBadge.Render("JAILED (Landlock)")
 	}
 	dir := "(waiting for the session)"
 	if b.Start != nil {
@@ -58,7 +60,7 @@ func (m *Model) masthead(w int) []string {
 	rate := b.Rate(m.now(), sparkWidth(w))
 	tallies := fmt.Sprintf("in-bounds %s · system %s · blocked %s",
 		okStyle.Render(count(b.InBounds)), sysStyle.Render(count(b.System)), badStyle.Render(count(b.Blocked)))
-	if b.Audit() {
+	if b.Audit() || b.Reached > 0 {
 		tallies += " · reached " + warnStyle.Render(count(b.Reached))
 	}
 	if b.Start != nil && len(b.Start.WithheldEnv) > 0 {
@@ -69,12 +71,21 @@ func (m *Model) masthead(w int) []string {
 		tallies += " · " + badStyle.Render(count(b.Summary.Lost)+" lost")
 	}
 	tallies += "   " + dim.Render("rate ") + sparkline(rate) + dim.Render(fmt.Sprintf(" %d/s", rate[len(rate)-1]))
-	return []string{
+	lines := []string{
 		fit(line1, w),
 		fit(verdictLine(b), w),
 		proportionBar(b, w),
 		fit(tallies, w),
 	}
+	// A weaker engine says what it leaves open, always in view.
+	if b.Start != nil && len(b.Start.Limits) > 0 {
+		var l []string
+		for _, s := range b.Start.Limits {
+			l = append(l, clean(s))
+		}
+		lines = append(lines, fit(warnStyle.Render(clean(b.Start.Engine)+" leaves open: ")+dim.Render(strings.Join(l, " · ")), w))
+	}
+	return lines
 }
 
 // verdictLine says in one line whether the jail held.
@@ -89,8 +100,13 @@ func verdictLine(b *Board) string {
 	if b.Blocked == 0 {
 		return okStyle.Render("no escape attempts — the jail is holding")
 	}
-	return badStyle.Render(fmt.Sprintf("%s escape %s blocked", count(b.Blocked), plural(b.Blocked, "attempt", "attempts"))) +
+	v := badStyle.Render(fmt.Sprintf("%s escape %s blocked", count(b.Blocked), plural(b.Blocked, "attempt", "attempts"))) +
 		okStyle.Render(" — the jail is holding")
+	if b.Reached > 0 {
+		// The Landlock engine lets through what it cannot refuse.
+		v += warnStyle.Render(fmt.Sprintf(" · %s %s got past this engine", count(b.Reached), plural(b.Reached, "reach", "reaches")))
+	}
+	return v
 }
 
 // segments returns the bar's cells per category. Every non-zero category

@@ -258,29 +258,29 @@ func Exec(args []string) error {
 }
 
 // Limits are the side doors the Landlock engine leaves open on a kernel
-// with Landlock ABI abi, which the BPF-LSM engine closes: what doctor and
-// the dashboard tell the user, and what the adversary suite expects.
+// with Landlock ABI abi, which the BPF-LSM engine closes: what doctor, the
+// report and the dashboard tell the user, and what the adversary suite
+// expects (test/adversary/landlock.go). Short, for the masthead.
 func Limits(abi int) []string {
 	l := []string{
-		"changing metadata of outside files: chmod, chown, utimes, extended attributes",
-		"inotify watches outside the project (names of files as they change)",
-		"reading other processes' /proc entries that need no ptrace access (cmdline, status)",
-		"writing a file in the project that is a hard link to an outside file (made before the session)",
-		"only opens and execs are reported; other refused operations are not",
+		"metadata of outside files (chmod, chown, utimes, xattrs)",
+		"inotify watches outside",
+		"other processes' /proc cmdline and status",
+		"writes through hard links made before the session",
 	}
 	if abi < 9 {
-		l = append(l, "connecting to pathname unix sockets anywhere (ssh-agent, docker.sock, D-Bus) (Landlock ABI 9)")
+		l = append(l, "pathname unix sockets, e.g. ssh-agent, docker.sock (closed from ABI 9)")
 	}
 	if abi < 3 {
-		l = append(l, "truncating outside files (truncate(2); Landlock ABI 3, Linux 6.2)")
+		l = append(l, "truncate(2) of outside files (closed from ABI 3)")
 	}
 	if abi < 5 {
-		l = append(l, "ioctl on device files (Landlock ABI 5, Linux 6.10)")
+		l = append(l, "ioctl on devices (closed from ABI 5)")
 	}
 	if abi < 6 {
-		l = append(l, "signals to the user's other processes and abstract unix sockets (Landlock ABI 6, Linux 6.12)")
+		l = append(l, "signals to the user's processes, abstract unix sockets (closed from ABI 6)")
 	}
-	return l
+	return append(l, "reports cover opens and execs only")
 }
 
 // Costs are what the Landlock engine refuses that the BPF-LSM engine

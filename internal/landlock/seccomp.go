@@ -87,4 +87,3 @@ func installFilter() error {
 	runtime.KeepAlive(p)
 	return nil
 }
-

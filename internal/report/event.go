@@ -33,8 +33,11 @@ type Start struct {
 	UID     int
 	Version string // agent-lock's version
 	Kernel  string // uname release
-	Engine  string // "bpf-lsm"
+	Engine  string // "bpf-lsm" or "landlock (ABI N)"
 	TmpDir  string // the private temporary directory given to the agent, if any
+	// Limits are the side doors the engine leaves open on this kernel
+	// (the Landlock engine's; none for bpf-lsm).
+	Limits []string
 	// WithheldEnv names the environment variables kept from the agent
 	// because they look like credentials (names only, never values).
 	WithheldEnv []string

@@ -34,6 +34,7 @@ type jsonStart struct {
 	TmpDir    string     `json:"tmpdir,omitempty"`
 	TmpDirB64 string     `json:"tmpdir_b64,omitempty"`
 	Withheld  []string   `json:"withheld_env,omitempty"`
+	Limits    []string   `json:"limits,omitempty"`
 }
 
 type jsonEvent struct {
@@ -149,6 +150,7 @@ func (j *jsonWriter) Start(s Start) error {
 		TmpDir:    s.TmpDir,
 		TmpDirB64: b64(s.TmpDir),
 		Withheld:  s.WithheldEnv,
+		Limits:    s.Limits,
 	})
 }
 
@@ -361,6 +363,7 @@ func (js jsonStart) model() (Start, error) {
 		return Start{}, err
 	}
 	s.WithheldEnv = js.Withheld
+	s.Limits = js.Limits
 	if s.TmpDir, err = raw("tmpdir", js.TmpDir, js.TmpDirB64); err != nil {
 		return Start{}, err
 	}

@@ -63,3 +63,18 @@ func TestWithheldEnvRoundTrip(t *testing.T) {
 		t.Errorf("read back %+v", got)
 	}
 }
+
+func TestLimitsRoundTripAndText(t *testing.T) {
+	var buf, text bytes.Buffer
+	s := Start{Time: time.Unix(1, 0), Dir: "/p", Engine: "landlock (ABI 7)", Limits: []string{"inotify watches outside", "x"}}
+	NewJSON(&buf).Start(s)
+	NewText(&text).Start(s)
+	var got *Start
+	Read(&buf, func(r Record) error { got = r.Start; return nil })
+	if got == nil || strings.Join(got.Limits, ",") != "inotify watches outside,x" || got.Engine != s.Engine {
+		t.Errorf("read back %+v", got)
+	}
+	if !strings.Contains(text.String(), "this engine leaves open: \"inotify watches outside\"; x") {
+		t.Errorf("text report: %q", text.String())
+	}
+}

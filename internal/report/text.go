@@ -68,7 +68,18 @@ func (t *textWriter) Start(s Start) error {
 				b = appendQuoted(b, n)
 			}
 		}
-		return append(b, ')')
+		b = append(b, ')')
+		if len(s.Limits) > 0 {
+			b = append(b, "\n  this engine leaves open:"...)
+			for i, l := range s.Limits {
+				if i > 0 {
+					b = append(b, ';')
+				}
+				b = append(b, ' ')
+				b = appendQuoted(b, l)
+			}
+		}
+		return b
 	})
 }
 

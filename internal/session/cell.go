@@ -136,6 +136,14 @@ func (c *cell) engine() string {
 	return EngineBPF
 }
 
+// limits are the side doors this cell's engine leaves open.
+func (c *cell) limits() []string {
+	if c.ruleset != nil {
+		return landlock.Limits(c.abi)
+	}
+	return nil
+}
+
 // command is the process that runs path as argv in the cell, started into
 // the cell's cgroup with attr (which command completes). Under Landlock it
 // is agent-lock itself (the running binary, through /proc/self/exe, so the

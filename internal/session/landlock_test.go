@@ -93,6 +93,7 @@ func TestLandlockEngine(t *testing.T) {
 			sum = r.Summary
 		}
 	}
+	t.Logf("engine %s (kernel's Landlock ABI %d)", engine, abi)
 	if want := "landlock (ABI "; !strings.HasPrefix(engine, want) {
 		t.Errorf("start record says engine %q, want %q...", engine, want)
 	}

@@ -202,7 +202,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	o.Report.Start(report.Start{
 		Time: began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
-		Kernel: facts.Release, Engine: cell.engine(), TmpDir: tmp, WithheldEnv: withheld,
+		Kernel: facts.Release, Engine: cell.engine(), Limits: cell.limits(), TmpDir: tmp, WithheldEnv: withheld,
 	})
 
 	var status int

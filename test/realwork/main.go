@@ -46,6 +46,7 @@ func run() int {
 		userName     = flag.String("user", "jailtest", "the unprivileged test `user` whose home is rewritten")
 		allow        = flag.Bool(testenv.AllowFlag, false, "run outside the test VM (AGENT_LOCK_VM=1), emptying the test user's home")
 		runRE        = flag.String("run", "", "run only jobs whose name matches `regexp`")
+		skipRE       = flag.String("skip", "", "leave out jobs whose name matches `regexp`")
 		verbose      = flag.Bool("v", false, "print the full output of jobs that fail")
 		list         = flag.Bool("list", false, "list the jobs and exit")
 		timeout      = flag.Duration("timeout", 30*time.Second, "time limit of each run (some jobs take longer)")
@@ -57,9 +58,14 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "realwork: -run:", err)
 		return 2
 	}
+	skip, err := regexp.Compile(*skipRE)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "realwork: -skip:", err)
+		return 2
+	}
 	var selected []job
 	for _, j := range jobs {
-		if re.MatchString(j.name) {
+		if re.MatchString(j.name) && (*skipRE == "" || !skip.MatchString(j.name)) {
 			selected = append(selected, j)
 		}
 	}
