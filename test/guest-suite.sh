@@ -30,17 +30,18 @@ step() {
 	fi
 }
 
+# check_lsm NAME: NAME must be an active LSM. The jail is BPF LSM programs
+# (or, for the Landlock engine's suite, Landlock): a guest without it tests
+# nothing, and every kernel of the matrix has both when asked on the
+# command line.
 check_lsm() {
 	local lsm
 	lsm=$(cat /sys/kernel/security/lsm) || return 1
 	echo "active LSMs: $lsm"
-	# The jail is BPF LSM programs: a guest without bpf in the list tests
-	# nothing, and every kernel of the matrix has it when asked on the
-	# command line.
 	case ",$lsm," in
-	*,bpf,*) ;;
+	*",$1,"*) ;;
 	*)
-		echo "bpf is not an active LSM"
+		echo "$1 is not an active LSM"
 		return 1
 		;;
 	esac
@@ -61,19 +62,6 @@ run_test_binary() {
 	(cd "$repo/$pkg" && "$repo/$bin" -test.v -test.count=1 -test.timeout="${GUEST_TEST_TIMEOUT:-10m}" "$@")
 }
 
-check_landlock() {
-	local lsm
-	lsm=$(cat /sys/kernel/security/lsm) || return 1
-	echo "active LSMs: $lsm"
-	case ",$lsm," in
-	*,landlock,*) ;;
-	*)
-		echo "landlock is not an active LSM"
-		return 1
-		;;
-	esac
-}
-
 # landlock_runners [REGEXP]: the adversary suite (the techniques matching
 # REGEXP, all by default) and the real-work suite against the Landlock
 # engine. go-build is left out: under emulation it takes minutes, and the Go
@@ -85,7 +73,7 @@ landlock_runners() {
 
 echo "guest-suite: kernel $(uname -r) (${AGENT_LOCK_KERNEL:-unknown suite}), engine $engine"
 if [ "$engine" = landlock ]; then
-	step landlock check_landlock
+	step landlock check_lsm landlock
 	step user check_user
 	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe'
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock'
@@ -98,7 +86,7 @@ if [ "$engine" = landlock ]; then
 	exit 0
 fi
 
-step lsm check_lsm
+step lsm check_lsm bpf
 step user check_user
 
 mapfile -t bins < <(find .build/tests -name '*.test' -type f -perm -u+x 2>/dev/null | sort)

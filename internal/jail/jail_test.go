@@ -136,6 +136,11 @@ func newCell(t *testing.T, audit bool) *cell {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startCell(t, cg, j, dir, out)
+}
+
+// startCell streams j's events into the cell and undoes it all at the end.
+func startCell(t *testing.T, cg testCgroup, j *jail.Jail, dir, out string) *cell {
 	c := &cell{t: t, cg: cg, j: j, dir: dir, out: out, evch: make(chan jail.Event, 1024)}
 	go func() {
 		for {

@@ -53,22 +53,7 @@ func newObserved(t *testing.T) *cell {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cell{t: t, cg: cg, j: j, dir: dir, out: out, evch: make(chan jail.Event, 1024)}
-	go func() {
-		for {
-			ev, err := j.Read()
-			if err != nil {
-				close(c.evch)
-				return
-			}
-			c.evch <- ev
-		}
-	}()
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(cg.path, "cgroup.kill"), []byte("1"), 0)
-		j.Close()
-	})
-	return c
+	return startCell(t, cg, j, dir, out)
 }
 
 func TestObserveOpens(t *testing.T) {

@@ -120,17 +120,13 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer os.RemoveAll(tmp)
 
-	ttys := terminals()
+	ttys, ttyNames := terminals()
 	if o.Detach {
-		ttys = nil
+		ttys, ttyNames = nil, nil
 	}
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys}
 	pol := policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix,
 		Allow: allow, AllowWrite: allowWrite, Deny: deny, Home: agent.Home}
-	var ttyNames []string
-	if !o.Detach {
-		ttyNames = terminalPaths()
-	}
 	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -423,33 +419,21 @@ func privateTmp(a Agent) (string, error) {
 	return tmp, nil
 }
 
-// terminals are the device numbers (kernel encoding) of our stdio terminals,
-// which the agent may reopen through /dev/tty or /proc/self/fd.
-func terminals() []uint32 {
-	var out []uint32
+// terminals are the device numbers (kernel encoding) and names of our stdio
+// terminals, which the agent may reopen through /dev/tty or /proc/self/fd.
+func terminals() (rdevs []uint32, paths []string) {
 	for fd := 0; fd <= 2; fd++ {
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
 			continue
 		}
-		out = append(out, unix.Major(st.Rdev)<<20|unix.Minor(st.Rdev))
-	}
-	return out
-}
-
-// terminalPaths names the terminals on agent-lock's standard streams.
-func terminalPaths() []string {
-	var out []string
-	for fd := 0; fd <= 2; fd++ {
-		var st unix.Stat_t
-		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
-			continue
-		}
+		rdevs = append(rdevs, unix.Major(st.Rdev)<<20|unix.Minor(st.Rdev))
+		// By name too, for Landlock, which grants by path.
 		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasPrefix(p, "/dev/") {
-			out = append(out, p)
+			paths = append(paths, p)
 		}
 	}
-	return out
+	return rdevs, paths
 }
 
 // openEngine opens the cell with the engine asked for. Auto takes the BPF
