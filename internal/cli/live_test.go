@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // The VM's unprivileged test user (test/guest-suite.sh makes it).
@@ -61,16 +63,8 @@ func TestLiveDashboardAndWatch(t *testing.T) {
 	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
 		t.Skip("runs in the test VMs (make vmtest)")
 	}
-	bin, err := filepath.Abs("../../.build/agent-lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	os.Chmod(filepath.Dir(root), 0o755)
-	os.Chmod(root, 0o755)
-	dir := filepath.Join(root, "project")
-	os.Mkdir(dir, 0o755)
-	os.Chown(dir, uid, uid)
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, uid)
 	// The key the agent reaches for, and a marker it must not see.
 	ssh := filepath.Join(home, ".ssh")
 	os.MkdirAll(ssh, 0o700)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // TestSecretsStayOutOfTheEnvironment: variables named like credentials do
@@ -17,16 +18,8 @@ func TestSecretsStayOutOfTheEnvironment(t *testing.T) {
 	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
 		t.Skip("runs in the test VMs (make vmtest)")
 	}
-	bin, err := filepath.Abs("../../.build/agent-lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	os.Chmod(filepath.Dir(root), 0o755)
-	os.Chmod(root, 0o755)
-	dir := filepath.Join(root, "project")
-	os.Mkdir(dir, 0o755)
-	os.Chown(dir, 4242, 4242)
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, 4242)
 	// An "agent" named claude that prints its environment.
 	if err := os.Symlink("/usr/bin/env", filepath.Join(dir, "claude")); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // TestGrantsAndDenials: --allow reads, --allow-write writes, and neither
@@ -17,10 +18,7 @@ func TestGrantsAndDenials(t *testing.T) {
 	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
 		t.Skip("runs in the test VMs (make vmtest)")
 	}
-	bin, err := filepath.Abs("../../.build/agent-lock")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testenv.AgentLockBin(t)
 	const home = "/home/jailtest"
 	mk := func(rel, content string) {
 		p := filepath.Join(home, rel)

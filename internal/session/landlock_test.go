@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // TestLandlockEngine: with --engine landlock the agent works in DIR (files,
@@ -23,19 +24,11 @@ func TestLandlockEngine(t *testing.T) {
 	if abi == 0 {
 		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
 	}
-	bin, err := filepath.Abs("../../.build/agent-lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	os.Chmod(filepath.Dir(root), 0o755)
-	os.Chmod(root, 0o755)
-	dir := filepath.Join(root, "project")
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, 4242)
 	out := filepath.Join(root, "outside")
-	for _, d := range []string{dir, out} {
-		os.Mkdir(d, 0o755)
-		os.Chown(d, 4242, 4242)
-	}
+	os.Mkdir(out, 0o755)
+	os.Chown(out, 4242, 4242)
 	secret := filepath.Join(out, "secret")
 	os.WriteFile(secret, []byte("LANDLOCK-SECRET\n"), 0o644)
 

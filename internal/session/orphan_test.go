@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // TestCellOutlivesItsSupervisors kills agent-lock and its reaper together
@@ -20,17 +22,9 @@ func TestCellOutlivesItsSupervisors(t *testing.T) {
 	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
 		t.Skip("runs in the test VMs (make vmtest)")
 	}
-	bin, err := filepath.Abs("../../.build/agent-lock")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testenv.AgentLockBin(t)
 	const uid = 4242 // the VM's jailtest user
-	root := t.TempDir()
-	os.Chmod(filepath.Dir(root), 0o755)
-	os.Chmod(root, 0o755)
-	dir := filepath.Join(root, "project")
-	os.Mkdir(dir, 0o755)
-	os.Chown(dir, uid, uid)
+	root, dir := testenv.ProjectDir(t, uid)
 	secret := filepath.Join(root, "secret")
 	os.WriteFile(secret, []byte("SECRET\n"), 0o644)
 
