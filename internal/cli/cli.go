@@ -52,6 +52,11 @@ Flags:
   --deny PATH        refuse this tree even inside DIR or a grant (repeatable);
                      ~/.ssh, ~/.aws, ~/.gnupg, ~/.kube, shell histories and
                      other secrets of your home are always refused
+  --unprotect PATH   let the agent write this protected entry of DIR
+                     (repeatable); it may read but not create, change or
+                     remove what your own tools run outside the jail:
+                     .git/hooks, .git/config, .envrc, .vscode, .mcp.json,
+                     .claude/settings.json, ... (the README lists them)
   --allow-root       allow running the agent as root
   --env NAME         pass this variable although it looks like a secret
                      (repeatable); variables named like credentials
@@ -122,6 +127,7 @@ type options struct {
 	allow      []string
 	allowWrite []string
 	deny       []string
+	unprotect  []string
 	reportPath string
 	format     string
 	engine     string
@@ -160,6 +166,7 @@ func parse(args []string) (options, error) {
 	fs.Var(listFlag{&o.allow}, "allow", "")
 	fs.Var(listFlag{&o.allowWrite}, "allow-write", "")
 	fs.Var(listFlag{&o.deny}, "deny", "")
+	fs.Var(listFlag{&o.unprotect}, "unprotect", "")
 	fs.BoolVar(&o.help, "h", false, "")
 	fs.BoolVar(&o.help, "help", false, "")
 	var pos []string

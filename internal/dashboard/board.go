@@ -40,6 +40,9 @@ type Target struct {
 	MoreActors bool
 	// Verdicts counts what the kernel did: blocked, or allowed in audit.
 	Blocked, Reached uint64
+	// Rule is the rule the kernel last named for it ("home secret
+	// ~/.ssh", "protected .git/hooks"), if any.
+	Rule string
 }
 
 // MainOp is the operation tried most often on the target (ties: by name).
@@ -140,6 +143,9 @@ func (b *Board) Add(e report.Event) {
 	t.Count++
 	t.Ops[e.Op]++
 	t.Sensitive = t.Sensitive || e.Sensitive
+	if e.Rule != "" {
+		t.Rule = e.Rule
+	}
 	if e.Verdict == report.Allowed {
 		t.Reached++
 	} else {

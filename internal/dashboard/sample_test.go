@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -23,6 +24,11 @@ func sampleRecords() []report.Record {
 		e := &report.Event{
 			Time: t0.Add(time.Duration(sec) * time.Second), PID: pid, TID: pid, Comm: comm,
 			Op: op, Path: path, Verdict: report.Blocked, Sensitive: report.Sensitive(path),
+		}
+		for _, secret := range []string{".ssh", ".aws"} {
+			if strings.HasPrefix(path, "/home/alice/"+secret+"/") {
+				e.Rule = "home secret ~/" + secret
+			}
 		}
 		recs = append(recs, report.Record{Type: report.TypeEscape, Event: e})
 	}

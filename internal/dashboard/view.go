@@ -252,8 +252,11 @@ func (m *Model) detailPanel(t *Target, w, h int) []string {
 		title.Render(fit("Detail · "+tilde(t.Path, m.home), w)),
 		fit(fmt.Sprintf("%s %s%s: %s", count(t.Count), plural(t.Count, "attempt", "attempts"), flag, verdict), w),
 		fit(fmt.Sprintf("first %s · last %s", clock(t.First), clock(t.Last)), w),
-		title.Render("operations"),
 	}
+	if t.Rule != "" {
+		lines = append(lines, fit("rule: "+clean(t.Rule), w))
+	}
+	lines = append(lines, title.Render("operations"))
 	ops := make([]string, 0, len(t.Ops))
 	for op := range t.Ops {
 		ops = append(ops, op)

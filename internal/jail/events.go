@@ -28,6 +28,8 @@ type Event struct {
 	InBounds   bool // an allowed in-bounds access (live stream only)
 	Truncated  bool // the path's head was cut (longer than the report buffer)
 	Unresolved bool
+	Protected  bool   // refused: a protected file in the project directory
+	Rule       string // the rule that decided (Rule.Name, "protected PATH"), "" for none
 	Path       string // as seen from agent-lock's mount namespace
 	Path2      string // the other end of a rename or link
 	TargetPID  uint32
@@ -129,6 +131,8 @@ func (j *Jail) decode(raw []byte) (Event, error) {
 		InBounds:   e.Flags&evInBounds != 0,
 		Truncated:  e.Flags&evTruncated != 0,
 		Unresolved: e.Flags&evUnresolved != 0,
+		Protected:  e.Flags&evProtected != 0,
+		Rule:       j.rules[e.Rule],
 		TargetPID:  e.TargetPid,
 		Detail:     e.Detail,
 		Comm:       cString(j.buf[unsafe.Offsetof(jailEvent{}.Comm):][:16]),
@@ -158,6 +162,7 @@ const (
 	evPath2      = 1 << 4
 	evInBounds   = 1 << 5
 	evAsGiven    = 1 << 6
+	evProtected  = 1 << 7
 )
 
 // asGiven names what a refused open or exec asked for: the name the process

@@ -31,12 +31,16 @@ const (
 	Scratch RuleFlags = 1 << 2 // shared scratch place: only files the jail created
 	Deny    RuleFlags = 1 << 3 // refused even inside a grant
 	Socket  RuleFlags = 1 << 4 // a unix socket the jail may connect to
+	Protect RuleFlags = 1 << 5 // Config.Protect's entries lie below it
 )
 
 // Rule is one root of the policy: a path and what it grants.
 type Rule struct {
 	Path  string
 	Flags RuleFlags
+	// Name says where the rule comes from ("project directory",
+	// "--allow", "home secret"); decisions it made carry it (Event.Rule).
+	Name string
 }
 
 // Config describes one cell.
@@ -52,6 +56,9 @@ type Config struct {
 	// Rules are registered in order; a path that cannot be opened is an
 	// error (the caller leaves out paths that do not exist).
 	Rules []Rule
+	// Protect are entries below the Protect rule the agent may read but
+	// not make or change.
+	Protect []Protected
 	// Observe loads only the tracepoint programs, which watch opens and
 	// execs and report what another LSM (Landlock) decided, for kernels
 	// that cannot run the hooks. They refuse nothing: the caller must have
@@ -74,6 +81,9 @@ type Jail struct {
 	links  []link.Link
 	reader *ringbuf.Reader
 	names  *Namer
+	// rules names what event.rule numbers: a rule root (its index in the
+	// registered rules + 1) or a protected entry (protRule + its node).
+	rules map[uint32]string
 
 	buf     []byte
 	lastLen int
@@ -193,7 +203,17 @@ func Load(cfg Config) (*Jail, error) {
 		}
 		return nil, fmt.Errorf("load jail objects: %w", err)
 	}
-	j := &Jail{coll: coll}
+	j := &Jail{coll: coll, rules: map[uint32]string{}}
+	// Before anything attaches, like the rules: an entry that is not in
+	// the table is not protected, so a failed write stops here.
+	protNames, err := fillProtect(coll.Maps["protect"], cfg.Protect)
+	if err != nil {
+		j.Close()
+		return nil, fmt.Errorf("load jail: %w", err)
+	}
+	for node, path := range protNames {
+		j.rules[protRule+node] = "protected " + path
+	}
 	// Attach before registering: registration goes through file_open. No
 	// process is jailed yet, and an empty rule map denies everything, so
 	// there is no moment at which the cell is open.
@@ -235,7 +255,7 @@ func Load(cfg Config) (*Jail, error) {
 		rules = nil
 		for _, r := range cfg.Rules {
 			if r.Flags&^Socket != 0 {
-				rules = append(rules, Rule{Path: r.Path, Flags: r.Flags &^ Socket})
+				rules = append(rules, Rule{Path: r.Path, Flags: r.Flags &^ Socket, Name: r.Name})
 			}
 		}
 	}
@@ -326,12 +346,14 @@ func (j *Jail) register(rules []Rule) error {
 	var zero uint32
 	defer regMap.Put(zero, jailRegistration{})
 	pid := uint32(os.Getpid())
-	for _, r := range rules {
+	for i, r := range rules {
+		id := uint32(i + 1)
+		j.rules[id] = r.Name
 		var before jailRegistration
 		if err := regMap.Lookup(zero, &before); err != nil {
 			return fmt.Errorf("register %s: %w", r.Path, err)
 		}
-		slot := jailRegistration{Tgid: pid, Flags: uint32(r.Flags), Seq: before.Seq}
+		slot := jailRegistration{Tgid: pid, Flags: uint32(r.Flags), Seq: before.Seq, Id: id}
 		if err := regMap.Put(zero, slot); err != nil {
 			return fmt.Errorf("register %s: %w", r.Path, err)
 		}

@@ -89,11 +89,11 @@ type jailEvent struct {
 	Dev2      uint32
 	TargetPid uint32
 	Detail    uint32
+	Rule      uint32
 	PathLen   uint16
 	Path2Len  uint16
 	Comm      [16]int8
 	Path      [8192]int8
-	_         [4]byte
 }
 
 type jailMark struct {
@@ -106,6 +106,18 @@ type jailPending struct {
 	Dentry uint64
 }
 
+type jailProt struct {
+	_     structs.HostLayout
+	Node  uint32
+	Flags uint32
+}
+
+type jailProtKey struct {
+	_      structs.HostLayout
+	Parent uint32
+	Name   [32]int8
+}
+
 type jailRegistration struct {
 	_     structs.HostLayout
 	Tgid  uint32
@@ -113,11 +125,14 @@ type jailRegistration struct {
 	Seq   uint32
 	Dev   uint32
 	Ino   uint64
+	Id    uint32
+	Pad   uint32
 }
 
 type jailRule struct {
 	_     structs.HostLayout
 	Flags uint32
+	Id    uint32
 }
 
 type jailRuleKey struct {
@@ -146,6 +161,7 @@ const (
 	jailMapMarks                  = "marks"
 	jailMapOwned                  = "owned"
 	jailMapPendings               = "pendings"
+	jailMapProtect                = "protect"
 	jailMapReg                    = "reg"
 	jailMapRules                  = "rules"
 	jailMapScratch                = "scratch"
@@ -208,6 +224,7 @@ const (
 	jailVarJailCgroupId           = "jail_cgroup_id"
 	jailVarStreamInbounds         = "stream_inbounds"
 	jailVarTtyRdev                = "tty_rdev"
+	jailVarWalkOpaque             = "walk_opaque"
 )
 
 // loadJail returns the embedded CollectionSpec for jail.
@@ -319,6 +336,7 @@ type jailMapSpecs struct {
 	Marks    *ebpf.MapSpec `ebpf:"marks"`
 	Owned    *ebpf.MapSpec `ebpf:"owned"`
 	Pendings *ebpf.MapSpec `ebpf:"pendings"`
+	Protect  *ebpf.MapSpec `ebpf:"protect"`
 	Reg      *ebpf.MapSpec `ebpf:"reg"`
 	Rules    *ebpf.MapSpec `ebpf:"rules"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
@@ -332,6 +350,7 @@ type jailVariableSpecs struct {
 	JailCgroupId   *ebpf.VariableSpec `ebpf:"jail_cgroup_id"`
 	StreamInbounds *ebpf.VariableSpec `ebpf:"stream_inbounds"`
 	TtyRdev        *ebpf.VariableSpec `ebpf:"tty_rdev"`
+	WalkOpaque     *ebpf.VariableSpec `ebpf:"walk_opaque"`
 }
 
 // jailObjects contains all objects after they have been loaded into the kernel.
@@ -360,6 +379,7 @@ type jailMaps struct {
 	Marks    *ebpf.Map `ebpf:"marks"`
 	Owned    *ebpf.Map `ebpf:"owned"`
 	Pendings *ebpf.Map `ebpf:"pendings"`
+	Protect  *ebpf.Map `ebpf:"protect"`
 	Reg      *ebpf.Map `ebpf:"reg"`
 	Rules    *ebpf.Map `ebpf:"rules"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
@@ -373,6 +393,7 @@ func (m *jailMaps) Close() error {
 		m.Marks,
 		m.Owned,
 		m.Pendings,
+		m.Protect,
 		m.Reg,
 		m.Rules,
 		m.Scratch,
@@ -387,6 +408,7 @@ type jailVariables struct {
 	JailCgroupId   *ebpf.Variable `ebpf:"jail_cgroup_id"`
 	StreamInbounds *ebpf.Variable `ebpf:"stream_inbounds"`
 	TtyRdev        *ebpf.Variable `ebpf:"tty_rdev"`
+	WalkOpaque     *ebpf.Variable `ebpf:"walk_opaque"`
 }
 
 // jailPrograms contains all programs after they have been loaded into the kernel.

@@ -3,6 +3,7 @@ package jail_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
@@ -14,7 +15,7 @@ import (
 // by the jail, so refusals come from file permissions here, as they would
 // from Landlock under that engine. Tracepoints load on every kernel we
 // support, the development machines' included.
-func newObserved(t *testing.T) *cell {
+func newObserved(t *testing.T, protect ...jail.Protected) *cell {
 	t.Helper()
 	f, err := kernel.Probe()
 	if err != nil {
@@ -44,12 +45,12 @@ func newObserved(t *testing.T) *cell {
 	// files lie in one (/tmp): leave those rules out, as the observers
 	// count a file there as the jail's own.
 	var rules []jail.Rule
-	for _, r := range (policy.Policy{Dir: dir}).Rules() {
+	for _, r := range (policy.Policy{Dir: dir, Protect: protect}).Rules() {
 		if r.Flags&jail.Scratch == 0 {
 			rules = append(rules, r)
 		}
 	}
-	j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, StreamInBounds: true, Rules: rules})
+	j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, StreamInBounds: true, Rules: rules, Protect: protect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +115,45 @@ func TestObserveOpens(t *testing.T) {
 	d := after.Sub(before)
 	if d.InBounds < 1 || d.System < 1 || d.Escapes < 5 {
 		t.Errorf("counters %+v: want in-bounds, system and 5 escapes", d)
+	}
+}
+
+// TestObserveProtected: the protect trie, through the observers (which
+// share classify with the hooks and load here): writes to protected
+// entries of DIR at every depth are reported with their rule, as is the
+// write to a file under a protected folder; the same names elsewhere are
+// not protected.
+func TestObserveProtected(t *testing.T) {
+	c := newObserved(t, policy.Protected...)
+	out, _ := c.run(`mkdir -p .git/hooks .claude sub/.git sub/wt
+		echo x > .git/config; echo x > .git/hooks/pre-commit; echo x > .claude/settings.json
+		echo x > .envrc; echo x > sub/.git/config; echo x > sub/wt/.git; echo x > .git/index
+		echo done`)
+	if out != "done\n" {
+		t.Fatalf("script: %q", out)
+	}
+	rules := map[string]string{}
+	for _, e := range c.events() {
+		if e.Op == "write" {
+			rules[e.Path] = e.Rule
+			// Reached, as the observers report what the rules refuse
+			// and Landlock let through; flagged protected.
+			if e.Protected != strings.HasPrefix(e.Rule, "protected ") || e.Protected != e.Audit {
+				t.Errorf("protected flag, rule and verdict disagree: %+v", e)
+			}
+		}
+	}
+	for rel, want := range map[string]string{
+		".git/config":           "protected .git/config",
+		".git/hooks/pre-commit": "protected .git/hooks",
+		".claude/settings.json": "protected .claude/settings.json",
+		".envrc":                "protected .envrc",
+		"sub/.git/config":       "project directory",
+		"sub/wt/.git":           "project directory",
+		".git/index":            "project directory",
+	} {
+		if got, ok := rules[filepath.Join(c.dir, rel)]; !ok || got != want {
+			t.Errorf("write of %s: rule %q (reported: %v), want %q", rel, got, ok, want)
+		}
 	}
 }

@@ -5,8 +5,10 @@ package policy
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,6 +37,80 @@ var HomeSecrets = []string{
 	".lesshst", ".node_repl_history",
 }
 
+// Protected are the entries of the project directory the agent may read but
+// not create, change, replace or remove, because the user's own tools run
+// them outside the jail, often without being asked: git runs hooks and
+// reads config (core.fsmonitor, core.hooksPath, a commondir elsewhere) on
+// `git status`; direnv runs .envrc on cd; editors run workspace tasks;
+// agents load their instructions, commands, hooks and MCP servers from the
+// project; pre-commit and husky run what their files say on commit. A
+// .git file (gitdir: elsewhere) would point git at a config the agent wrote,
+// so .git may be made only as a directory. agent-lock's own policy file is
+// here too: an agent that could write it would widen its next cell.
+var Protected = []jail.Protected{
+	{Path: ".git", DirOnly: true},
+	{Path: ".git/hooks"},
+	{Path: ".git/config"},
+	{Path: ".git/config.worktree"},
+	{Path: ".git/commondir"},
+	{Path: ".git/modules"},
+	{Path: ".gitmodules"},
+	{Path: ".envrc"},
+	{Path: ".vscode"},
+	{Path: ".idea"},
+	{Path: ".devcontainer"},
+	{Path: ".husky"},
+	{Path: ".pre-commit-config.yaml"},
+	{Path: ".claude/commands"},
+	{Path: ".claude/agents"},
+	{Path: ".claude/hooks"},
+	{Path: ".claude/settings.json"},
+	{Path: ".claude/settings.local.json"},
+	{Path: ".mcp.json"},
+	{Path: ".codex"},
+	{Path: ".gemini"},
+	{Path: PolicyFile},
+}
+
+// PolicyFile is the name of agent-lock's policy file in a project.
+const PolicyFile = ".agent-lock.toml"
+
+// Unprotect returns Protected without the entries at or below each of
+// paths (relative to the project directory, or absolute inside it). A path
+// that names no protected entry is an error that lists them, as is one
+// inside a protected entry (unprotecting part of .git/hooks is not a
+// thing: unprotect .git/hooks).
+func Unprotect(dir string, paths []string) ([]jail.Protected, error) {
+	out := slices.Clone(Protected)
+	for _, p := range paths {
+		rel := p
+		if filepath.IsAbs(p) {
+			r, err := filepath.Rel(dir, p)
+			if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+				return nil, fmt.Errorf("--unprotect %s: not inside the project directory %s", p, dir)
+			}
+			rel = r
+		}
+		rel = filepath.Clean(strings.TrimPrefix(rel, "./"))
+		n := len(out)
+		out = slices.DeleteFunc(out, func(e jail.Protected) bool { return under(e.Path, rel) })
+		if len(out) < n {
+			continue
+		}
+		for _, e := range Protected {
+			if under(rel, e.Path) && !e.DirOnly {
+				return nil, fmt.Errorf("--unprotect %s: it lies inside the protected %s; unprotect %s as a whole", p, e.Path, e.Path)
+			}
+		}
+		var names []string
+		for _, e := range Protected {
+			names = append(names, e.Path)
+		}
+		return nil, fmt.Errorf("--unprotect %s: not a protected path (or given twice); the protected paths are %s", p, strings.Join(names, " "))
+	}
+	return out, nil
+}
+
 // Policy is the input of one cell.
 type Policy struct {
 	Dir       string   // read-write, resolved
@@ -48,6 +124,9 @@ type Policy struct {
 	Deny []string
 	// Home is the agent's home, whose HomeSecrets are denied.
 	Home string
+	// Protect are the protected entries of Dir (Protected, less
+	// --unprotect).
+	Protect []jail.Protected
 }
 
 // Rules returns the rule roots in registration order. Paths that do not exist
@@ -56,7 +135,7 @@ type Policy struct {
 func (p Policy) Rules() []jail.Rule {
 	var rules []jail.Rule
 	seen := map[string]jail.RuleFlags{}
-	add := func(path string, f jail.RuleFlags) {
+	add := func(path string, f jail.RuleFlags, name string) {
 		real, err := filepath.EvalSymlinks(path)
 		if err != nil {
 			return
@@ -65,42 +144,46 @@ func (p Policy) Rules() []jail.Rule {
 			return
 		}
 		seen[real] |= f
-		rules = append(rules, jail.Rule{Path: real, Flags: f})
+		rules = append(rules, jail.Rule{Path: real, Flags: f, Name: name})
 	}
 	for _, r := range SystemRoots {
-		add(r, jail.Read)
+		add(r, jail.Read, "system "+r)
 	}
 	// A filesystem mounted below a system root (a separate /usr/local, a
 	// bind-mounted /etc/resolv.conf) has its own root dentry: the walk from
 	// a file in it ends there, so its root needs a rule of its own.
 	for _, m := range mountsUnder(SystemRoots) {
-		add(m, jail.Read)
+		add(m, jail.Read, "system "+m)
 	}
 	// Symlinks in /etc that lead elsewhere (/etc/resolv.conf into /run) are
 	// part of the system configuration programs read.
 	for _, t := range etcLinkTargets() {
-		add(t, jail.Read)
+		add(t, jail.Read, "system "+t)
 	}
 	for _, r := range ScratchRoots {
-		add(r, jail.Scratch)
+		add(r, jail.Scratch, "scratch "+r)
 	}
 	for _, g := range p.Allow {
-		add(g, jail.Read)
+		add(g, jail.Read, "--allow "+g)
 	}
 	for _, g := range p.AllowWrite {
-		add(g, jail.Read|jail.Write)
+		add(g, jail.Read|jail.Write, "--allow-write "+g)
 	}
-	add(p.Dir, jail.Read|jail.Write)
+	dirFlags := jail.Read | jail.Write
+	if len(p.Protect) > 0 {
+		dirFlags |= jail.Protect
+	}
+	add(p.Dir, dirFlags, "project directory")
 	if p.TmpDir != "" {
-		add(p.TmpDir, jail.Read|jail.Write)
+		add(p.TmpDir, jail.Read|jail.Write, "private TMPDIR")
 	}
 	for _, s := range p.AllowUnix {
-		add(s, jail.Socket)
+		add(s, jail.Socket, "--allow-unix "+s)
 	}
 	// Denials last, so a rule root that is also denied carries both flags;
 	// the kernel refuses anything under a denied root, whatever grants it.
 	for _, d := range p.Denied() {
-		add(d, jail.Deny)
+		add(d.Path, jail.Deny, d.Name)
 	}
 	return rules
 }
@@ -108,21 +191,24 @@ func (p Policy) Rules() []jail.Rule {
 // Denied are the existing paths the cell refuses even inside grants:
 // --deny, the home's secrets, except those DIR lies in (DIR must stay
 // usable; a project inside ~/.ssh is its own business).
-func (p Policy) Denied() []string {
-	var out []string
+func (p Policy) Denied() []Denial {
+	var out []Denial
 	for _, d := range p.Deny {
-		out = append(out, d)
+		out = append(out, Denial{d, "--deny " + d})
 	}
 	if p.Home != "" {
 		for _, s := range HomeSecrets {
 			d := filepath.Join(p.Home, s)
 			if real, err := filepath.EvalSymlinks(d); err == nil && !under(p.Dir, real) {
-				out = append(out, d)
+				out = append(out, Denial{d, "home secret ~/" + s})
 			}
 		}
 	}
 	return out
 }
+
+// Denial is a denied tree and the rule that denies it.
+type Denial struct{ Path, Name string }
 
 func under(p, root string) bool {
 	return p == root || strings.HasPrefix(p, root+"/")

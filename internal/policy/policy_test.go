@@ -3,6 +3,7 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
@@ -53,7 +54,48 @@ func TestDenialsSpareTheProject(t *testing.T) {
 	os.MkdirAll(filepath.Join(home, ".aws"), 0o755)
 	p := Policy{Dir: filepath.Join(home, ".ssh", "proj"), Home: home}
 	d := p.Denied()
-	if len(d) != 1 || d[0] != filepath.Join(home, ".aws") {
+	if len(d) != 1 || d[0].Path != filepath.Join(home, ".aws") {
 		t.Errorf("denied %v, want only ~/.aws", d)
+	}
+}
+
+func TestUnprotect(t *testing.T) {
+	has := func(ps []jail.Protected, path string) bool {
+		for _, p := range ps {
+			if p.Path == path {
+				return true
+			}
+		}
+		return false
+	}
+	all, err := Unprotect("/p", nil)
+	if err != nil || len(all) != len(Protected) {
+		t.Fatalf("no --unprotect: %v %v", all, err)
+	}
+	for _, e := range Protected {
+		if err := jail.CheckProtected(e.Path); err != nil {
+			t.Errorf("built-in entry: %v", err)
+		}
+	}
+	got, err := Unprotect("/p", []string{".vscode", "/p/.git"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{".vscode", ".git", ".git/hooks", ".git/config"} {
+		if has(got, gone) {
+			t.Errorf("%s still protected", gone)
+		}
+	}
+	if !has(got, ".envrc") || !has(got, PolicyFile) {
+		t.Errorf("unrelated entries lifted: %v", got)
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"src", "not a protected path"},
+		{".git/hooks/pre-commit", "inside the protected .git/hooks"},
+		{"/elsewhere/.envrc", "not inside the project directory"},
+	} {
+		if _, err := Unprotect("/p", []string{tc.arg}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--unprotect %s: %v, want %q", tc.arg, err, tc.want)
+		}
 	}
 }

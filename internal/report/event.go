@@ -54,6 +54,11 @@ type Event struct {
 	TargetPID uint32 // the target of ptrace or signal; optional
 	Verdict   Verdict
 	Sensitive bool // Path or Path2 holds keys, credentials or history; see [Sensitive]
+	// Rule names what decided, as the kernel reported it: "protected
+	// .git/hooks", "home secret ~/.ssh", "--deny PATH"; empty when no rule
+	// covers the target (outside every grant) or the kind of operation
+	// decided (ptrace, signals, mounts).
+	Rule string
 }
 
 // Summary closes a report.

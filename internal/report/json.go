@@ -52,6 +52,7 @@ type jsonEvent struct {
 	TargetPID uint32     `json:"target_pid,omitempty"`
 	Verdict   Verdict    `json:"verdict"`
 	Sensitive bool       `json:"sensitive,omitempty"`
+	Rule      string     `json:"rule,omitempty"`
 }
 
 type jsonSummary struct {
@@ -170,6 +171,7 @@ func (j *jsonWriter) Escape(e Event) error {
 		TargetPID: e.TargetPID,
 		Verdict:   e.Verdict,
 		Sensitive: e.Sensitive,
+		Rule:      e.Rule,
 	})
 }
 
@@ -386,6 +388,7 @@ func (je jsonEvent) model() (Event, error) {
 	e := Event{
 		Time: t, PID: je.PID, TID: je.TID, Op: je.Op,
 		TargetPID: je.TargetPID, Verdict: je.Verdict, Sensitive: je.Sensitive,
+		Rule: je.Rule,
 	}
 	if e.Comm, err = raw("comm", je.Comm, je.CommB64); err != nil {
 		return Event{}, err

@@ -109,8 +109,9 @@ func TestJSONRoundTrip(t *testing.T) {
 		{Time: t0, PID: 6, TID: 6, Comm: "bpftool", Op: "bpf", Verdict: Blocked},
 		{Time: t0, PID: 7, TID: 7, Comm: "\xc3", Op: "write", Path: "/x/\xff\x00y", Path2: "\x80", Verdict: Blocked},
 		{Time: t0, PID: 8, TID: 8, Comm: "sh", Op: "create", Path: "/日本語/🔥", Verdict: Blocked},
+		{Time: t0, PID: 9, TID: 9, Comm: "sh", Op: "create", Path: "/p/.git/hooks/pre-commit", Verdict: Blocked, Rule: "protected .git/hooks"},
 	}
-	summary := Summary{Time: t0.Add(time.Minute), ExitCode: 137, InBounds: 1 << 40, System: 9, Escapes: 6, Lost: 2, Duration: time.Minute}
+	summary := Summary{Time: t0.Add(time.Minute), ExitCode: 137, InBounds: 1 << 40, System: 9, Escapes: 7, Lost: 2, Duration: time.Minute}
 
 	recs, out := roundTrip(t, func(w Writer) error {
 		if err := w.Start(start); err != nil {

@@ -108,6 +108,17 @@ func (t *textWriter) Escape(e Event) error {
 			b = fmt.Appendf(b, " tid %d", e.TID)
 		}
 		b = append(b, ')')
+		if e.Rule != "" {
+			// A rule name has spaces of its own ("home secret ~/.ssh"):
+			// quoted only for what a path in it may hold.
+			b = append(b, " ["...)
+			if plain(strings.ReplaceAll(e.Rule, " ", "_")) {
+				b = append(b, e.Rule...)
+			} else {
+				b = strconv.AppendQuote(b, e.Rule)
+			}
+			b = append(b, ']')
+		}
 		if e.Sensitive {
 			b = append(b, " 🔥sensitive"...)
 		}

@@ -27,9 +27,9 @@ func TestText(t *testing.T) {
 		{
 			name: "blocked sensitive",
 			write: func(w Writer) error {
-				return w.Escape(Event{Time: ts, PID: 1234, TID: 1234, Comm: "cat", Op: "read", Path: "/home/alice/.ssh/id_rsa", Verdict: Blocked, Sensitive: true})
+				return w.Escape(Event{Time: ts, PID: 1234, TID: 1234, Comm: "cat", Op: "read", Path: "/home/alice/.ssh/id_rsa", Verdict: Blocked, Sensitive: true, Rule: "home secret ~/.ssh"})
 			},
-			want: clock + " BLOCKED read /home/alice/.ssh/id_rsa  (cat pid 1234) 🔥sensitive",
+			want: clock + " BLOCKED read /home/alice/.ssh/id_rsa  (cat pid 1234) [home secret ~/.ssh] 🔥sensitive",
 		},
 		{
 			name: "allowed rename from a thread",

@@ -109,6 +109,11 @@ try read-other cat ~/g/other/secret.txt`,
 	if !reported {
 		t.Errorf("the refused key read was not reported: %v", escapes)
 	}
+	for _, e := range escapes {
+		if e.Path == filepath.Join(home, ".ssh/id_ed25519") && e.Rule != "home secret ~/.ssh" {
+			t.Errorf("the key read names rule %q, want %q", e.Rule, "home secret ~/.ssh")
+		}
+	}
 	if _, err := os.Stat(filepath.Join(home, ".local/state/agent-lock/forged.jsonl")); err == nil {
 		t.Error("the agent forged a recording")
 	}
@@ -121,5 +126,106 @@ try read-other cat ~/g/other/secret.txt`,
 		if err == nil || !strings.Contains(string(out), bad[0]) {
 			t.Errorf("agent-lock %v: %v\n%s", bad, err, out)
 		}
+	}
+}
+
+// TestProtectedFiles: in a project that is a git repository, the agent
+// commits, but cannot plant a hook, rewrite .git/config, turn .git into a
+// pointer elsewhere or write an .envrc; --unprotect lifts one entry; each
+// refusal is reported with the rule that made it. Runs in the test VMs.
+func TestProtectedFiles(t *testing.T) {
+	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest)")
+	}
+	bin := testenv.AgentLockBin(t)
+	_, dir := testenv.ProjectDir(t, 4242)
+	git := "GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@x git -c safe.directory='*'"
+	setup := exec.Command("/bin/sh", "-c", git+" init -q -b main && echo x > f && "+git+" add f && "+git+" commit -qm first")
+	setup.Dir = dir
+	if out, err := setup.CombinedOutput(); err != nil {
+		t.Fatalf("git setup: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("chown", "-R", "4242:4242", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v\n%s", err, out)
+	}
+	configBefore, _ := os.ReadFile(filepath.Join(dir, ".git/config"))
+
+	script := `export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@x
+try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "$name ok" >> results; else echo "$name refused" >> results; fi; }
+try commit sh -c 'echo y >> f && git add f && git commit -qm second && git log --oneline | grep -q second'
+try branch sh -c 'git checkout -qb topic && git checkout -q main && git branch -qD topic'
+try read-config cat .git/config
+try hook sh -c 'echo evil > .git/hooks/pre-commit'
+try config git config core.fsmonitor evil
+try envrc sh -c 'echo evil > .envrc'
+try vscode sh -c 'mkdir -p .vscode && echo {} > .vscode/settings.json'
+try gitfile sh -c 'mv .git .git-real && echo "gitdir: /tmp/x" > .git'
+try rename-onto-git mv .git-real .git
+`
+	rep := filepath.Join(t.TempDir(), "r.jsonl")
+	cmd := exec.Command(bin, "--headless", "--report", rep, "--unprotect", ".vscode", dir, "--", "/bin/sh", "-c", script)
+	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("agent-lock: %v\n%s", err, out)
+	}
+	results := map[string]string{}
+	b, _ := os.ReadFile(filepath.Join(dir, "results"))
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if k, v, ok := strings.Cut(l, " "); ok {
+			results[k] = v
+		}
+	}
+	want := map[string]string{"commit": "ok", "branch": "ok", "read-config": "ok", "hook": "refused",
+		"config": "refused", "envrc": "refused", "vscode": "ok", "gitfile": "refused", "rename-onto-git": "refused"}
+	for k, v := range want {
+		if results[k] != v {
+			t.Errorf("%s: %q, want %s (all: %v)", k, results[k], v, results)
+		}
+	}
+	// Renaming .git away is allowed (a directory may be made in its
+	// place, without config or hooks); nothing may take its name but
+	// mkdir, which would bring an agent's config along.
+	if after, _ := os.ReadFile(filepath.Join(dir, ".git-real/config")); string(after) != string(configBefore) {
+		t.Errorf(".git/config changed:\n%s", after)
+	}
+	for _, p := range []string{".git/hooks/pre-commit", ".envrc"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
+			t.Errorf("%s was made", p)
+		}
+	}
+	f, err := os.Open(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rules := map[string]string{} // path -> rule
+	report.Read(f, func(r report.Record) error {
+		if e := r.Event; e != nil && e.Verdict == report.Blocked {
+			rules[strings.TrimPrefix(e.Path, dir+"/")] = e.Rule
+			if e.Path2 != "" {
+				rules[strings.TrimPrefix(e.Path2, dir+"/")] = e.Rule
+			}
+		}
+		return nil
+	})
+	for path, rule := range map[string]string{".git/hooks/pre-commit": "protected .git/hooks",
+		".git/config": "protected .git/config", ".git": "protected .git", ".envrc": "protected .envrc"} {
+		if rules[path] != rule {
+			t.Errorf("refusal of %s: rule %q, want %q (all: %v)", path, rules[path], rule, rules)
+		}
+	}
+	for path := range rules {
+		if strings.HasPrefix(path, ".vscode") || path == "f" || strings.HasPrefix(path, ".git/objects") {
+			t.Errorf("refused %s, which the agent may write", path)
+		}
+	}
+
+	// An --unprotect that names nothing protected is an error that lists
+	// what is.
+	cmd = exec.Command(bin, "--headless", "--unprotect", "src", dir, "--", "true")
+	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--unprotect src: not a protected path") || !strings.Contains(string(out), ".git/hooks") {
+		t.Errorf("agent-lock --unprotect src: %v\n%s", err, out)
 	}
 }

@@ -64,6 +64,9 @@ type Options struct {
 	// read-write; Deny refuses trees even inside grants and DIR. The home's
 	// secrets (policy.HomeSecrets) are denied without asking.
 	Allow, AllowWrite, Deny []string
+	// Unprotect lifts protected entries of DIR (policy.Protected), by
+	// path relative to DIR or absolute inside it.
+	Unprotect []string
 	// PassEnv names variables the agent gets although they look like
 	// credentials (--env); its own API key is passed without asking.
 	PassEnv []string
@@ -109,6 +112,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
+	protect, err := policy.Unprotect(dir, o.Unprotect)
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
 
 	facts, err := kernel.Probe()
 	if err != nil {
@@ -126,7 +133,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys}
 	pol := policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix,
-		Allow: allow, AllowWrite: allowWrite, Deny: deny, Home: agent.Home}
+		Allow: allow, AllowWrite: allowWrite, Deny: deny, Home: agent.Home, Protect: protect}
 	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -274,6 +281,7 @@ func writeEscape(w report.Writer, ev jail.Event) {
 		Time: ev.Time, PID: ev.PID, TID: ev.TID, Comm: ev.Comm, Op: ev.Op,
 		Path: ev.Path, Path2: ev.Path2, TargetPID: ev.TargetPID, Verdict: v,
 		Sensitive: report.Sensitive(ev.Path) || (ev.Path2 != "" && report.Sensitive(ev.Path2)),
+		Rule:      ev.Rule,
 	})
 }
 

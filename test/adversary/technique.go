@@ -253,6 +253,7 @@ var families = [][]Technique{
 	terminalTechniques,
 	kernelTechniques,
 	persistenceTechniques,
+	protectedTechniques,
 }
 
 func allTechniques() []Technique {

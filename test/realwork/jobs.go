@@ -11,6 +11,9 @@ type job struct {
 	name string
 	// script is bash, run in DIR with `set -euo pipefail`.
 	script string
+	// setup is bash run unjailed in a fresh DIR before each run: what the
+	// user had there before starting the agent (a repository).
+	setup string
 	// want must appear in the output.
 	want string
 	// timeout overrides the runner's per-run limit.
@@ -43,8 +46,14 @@ git diff HEAD~1 --stat
 git checkout -q -b feature && git checkout -q main && git branch -d -q feature
 git tag v1 && git gc -q && git fsck --no-progress
 `},
-	{name: "git-worktree", want: "in worktree", script: gitEnv + `
+	// DIR is the user's repository: its .git/config and hooks are
+	// protected, and everything a commit, a branch or a worktree writes
+	// (objects, refs, logs, index, .git/worktrees) is not.
+	{name: "git-worktree", want: "in worktree", setup: gitEnv + `
 git init -q -b main && echo base > base.txt && git add base.txt && git commit -q -m base
+`, script: gitEnv + `
+echo more >> base.txt && git commit -q -am "second in DIR" && git status --short
+git checkout -q -b topic && git checkout -q main
 git worktree add -q ./wt2 -b wt
 cd wt2 && echo w > w.txt && git add w.txt && git commit -q -m "in worktree" && cd ..
 git worktree list

@@ -206,6 +206,22 @@ func (w *runner) runJob(ctx context.Context, j job, jailed bool) testenv.Result 
 	return r.Unjailed(ctx, w.argv(j), w.dir, tmp)
 }
 
+// setup runs the job's setup unjailed in the fresh DIR.
+func (w *runner) setup(ctx context.Context, j job) error {
+	if j.setup == "" {
+		return nil
+	}
+	tmp := filepath.Join(w.work, "tmp-setup")
+	os.RemoveAll(tmp)
+	os.Mkdir(tmp, 0o700)
+	os.Chown(tmp, w.u.UID, w.u.GID)
+	res := w.r.Unjailed(ctx, testenv.StartWrapper([]string{"/bin/bash", "-c", "set -euo pipefail\n" + j.setup}), w.dir, tmp)
+	if res.Err != nil || res.Exit != 0 {
+		return fmt.Errorf("setup (unjailed) failed: exit %d %v: %s", res.Exit, res.Err, res.Output)
+	}
+	return nil
+}
+
 func (w *runner) preflight(ctx context.Context) error {
 	if err := w.reset(); err != nil {
 		return err
@@ -229,6 +245,9 @@ func (w *runner) try(ctx context.Context, j job) (string, string, []string) {
 	if err := w.reset(); err != nil {
 		return "FAIL", "fixture: " + err.Error(), nil
 	}
+	if err := w.setup(ctx, j); err != nil {
+		return "FAIL", err.Error(), nil
+	}
 	base := w.runJob(ctx, j, false)
 	full := []string{dump("unjailed", base)}
 	if msg := w.judge(j, base); msg != "" {
@@ -250,6 +269,9 @@ func (w *runner) try(ctx context.Context, j job) (string, string, []string) {
 	}
 	for _, c := range j.carry {
 		os.Rename(filepath.Join(carried, c), filepath.Join(w.dir, c))
+	}
+	if err := w.setup(ctx, j); err != nil {
+		return "FAIL", err.Error(), full
 	}
 
 	jail := w.runJob(ctx, j, true)

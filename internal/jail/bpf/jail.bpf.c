@@ -80,6 +80,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define P_WRITE 2
 #define P_CREATE 4
 
+/* Zero, but not read-only: see classify. */
+__u64 walk_opaque = 0;
+
 /* Set by agent-lock before load. */
 const volatile __u64 jail_cgroup_id = 0;
 const volatile __u32 audit_mode = 0;
@@ -99,6 +102,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct registration);
 } reg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct prot_key);
+	__type(value, struct prot);
+} protect SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -271,7 +281,7 @@ struct rep {
 	__u32 flags;
 	__u32 target_pid;
 	__u32 detail;
-	__u32 pad;
+	__u32 rule;
 	__u64 d1;
 	__u64 d2;
 	__u64 uname; /* a user-space name: path2 is the name as the process gave it */
@@ -313,6 +323,7 @@ __noinline int report_rep(struct rep *r)
 	s->ev.class = r->class;
 	s->ev.target_pid = r->target_pid;
 	s->ev.detail = r->detail;
+	s->ev.rule = r->rule;
 	s->ev.dev = 0;
 	s->ev.dev2 = 0;
 	bpf_get_current_comm(s->ev.comm, sizeof(s->ev.comm));
@@ -376,18 +387,36 @@ struct verdict {
 	__u32 class;
 	__u32 perm;     /* P_* allowed on this target */
 	__u32 is_root;  /* the target is itself a rule root (DIR, TMPDIR, ...) */
-	__u32 flags;    /* EV_UNRESOLVED */
+	__u32 flags;    /* EV_UNRESOLVED, EV_PROTECTED */
+	__u32 rule;     /* event.rule */
+	__u32 node;     /* the target's protect node, PROT_NONE when it has none */
 };
+
+/* report_v reports a file decision with what classify said about it. */
+static __always_inline int report_v(__u32 op, struct verdict *v, __u32 flags, __u64 d1, __u64 d2)
+{
+	struct rep r = { .op = op, .class = v->class, .flags = v->flags | flags,
+			 .rule = v->rule, .d1 = d1, .d2 = d2 };
+
+	return refuse(report_rep(&r));
+}
 
 struct walk {
 	__u64 dentry;
 	__u32 dev;
 	__u32 nearest;    /* flags of the nearest read/write/scratch rule */
 	__u32 nearest_at; /* its depth: 0 is the target itself */
+	__u32 nearest_id;
 	__u32 deny;
+	__u32 deny_id;
 	__u32 done;
 	__u32 at_root;
 	__u64 sb_root;
+	/* The last three dentries walked (below[0] the latest), and what they
+	 * were when the nearest rule was found: the first components of the
+	 * target's path below that root, top first, for the protect trie. */
+	__u64 below[PROT_DEPTH];
+	__u64 top[PROT_DEPTH];
 };
 
 static long walk_step(__u32 i, struct walk *w)
@@ -404,14 +433,23 @@ static long walk_step(__u32 i, struct walk *w)
 		struct rule *r = bpf_map_lookup_elem(&rules, &k);
 
 		if (r) {
-			if (r->flags & RULE_DENY)
+			if ((r->flags & RULE_DENY) && !w->deny) {
 				w->deny = 1;
+				w->deny_id = r->id;
+			}
 			if (!w->nearest && (r->flags & (RULE_READ | RULE_WRITE | RULE_SCRATCH))) {
 				w->nearest = r->flags;
 				w->nearest_at = i;
+				w->nearest_id = r->id;
+				w->top[0] = w->below[0];
+				w->top[1] = w->below[1];
+				w->top[2] = w->below[2];
 			}
 		}
 	}
+	w->below[2] = w->below[1];
+	w->below[1] = w->below[0];
+	w->below[0] = (__u64)d;
 	p = BPF_CORE_READ(d, d_parent);
 	if (!p || p == d) {
 		w->done = 1;
@@ -486,6 +524,55 @@ static __always_inline int dev_allowed(__u32 created, __u32 rdev)
 	return 0;
 }
 
+/* The protect-trie entry for name d below node parent, or 0. A name longer
+ * than any entry's cannot match (nor can one that cannot be read). */
+static __always_inline struct prot *prot_child(__u32 parent, struct dentry *d)
+{
+	struct prot_key k = { .parent = parent };
+	const unsigned char *name;
+
+	if (parent == PROT_NONE || BPF_CORE_READ(d, d_name.len) >= PROT_NAME)
+		return 0;
+	name = BPF_CORE_READ(d, d_name.name);
+	if (bpf_probe_read_kernel_str(k.name, sizeof(k.name), name) <= 0)
+		return 0;
+	return bpf_map_lookup_elem(&protect, &k);
+}
+
+/* protected follows the target's first components below its RULE_PROTECT
+ * root through the trie: inside a PROT_TREE entry the target is read-only
+ * (EV_PROTECTED, named by that entry); v->node is the target's own node when
+ * its whole path is in the trie, so that creating a name in it can be checked
+ * (check_name). */
+static __always_inline void protected(struct walk *w, struct verdict *v)
+{
+	__u32 node = 0;
+	int k;
+
+	if (w->nearest_at == 0) {
+		v->node = 0;
+		return;
+	}
+	for (k = 0; k < PROT_DEPTH; k++) {
+		struct dentry *d = (void *)w->top[k];
+		struct prot *p;
+
+		if (!d || k >= w->nearest_at)
+			break;
+		p = prot_child(node, d);
+		if (!p)
+			return;
+		node = p->node;
+		if (p->flags & PROT_TREE) {
+			v->flags |= EV_PROTECTED;
+			v->rule = PROT_RULE + node;
+			return;
+		}
+	}
+	if (w->nearest_at <= PROT_DEPTH)
+		v->node = node;
+}
+
 /* What classify is asked: the dentry, its inode (0 for a negative dentry),
  * and whether that inode carries the jail's created mark, which only the
  * calling program can look up (inode storage needs a kernel pointer). */
@@ -523,6 +610,8 @@ __noinline int classify(struct query *q)
 	v->perm = 0;
 	v->is_root = 0;
 	v->flags = 0;
+	v->rule = 0;
+	v->node = PROT_NONE;
 	if (inode)
 		mode = BPF_CORE_READ(inode, i_mode);
 
@@ -573,6 +662,14 @@ __noinline int classify(struct query *q)
 	}
 
 	w.dentry = (__u64)d;
+	/* Verifiers before 6.7 check a bpf_loop callback as if it ran once,
+	 * from the caller's state: a slot that is a known constant there and
+	 * is only passed along by later iterations (below -> top) looks
+	 * constant after the loop, and the code that reads it is removed as
+	 * dead. Starting below[] from a value the verifier cannot know keeps
+	 * that code; which value does not matter, the walk overwrites what
+	 * protected() reads. */
+	w.below[0] = w.below[1] = w.below[2] = walk_opaque;
 	w.dev = BPF_CORE_READ(sb, s_dev);
 	w.sb_root = (__u64)BPF_CORE_READ(sb, s_root);
 	bpf_loop(MAX_WALK, walk_step, &w, 0);
@@ -594,9 +691,16 @@ __noinline int classify(struct query *q)
 		v->flags = EV_UNRESOLVED;
 		return 0;
 	}
-	if (w.deny || !w.nearest)
+	if (w.deny) {
+		v->rule = w.deny_id;
 		return 0;
+	}
+	if (!w.nearest)
+		return 0;
+	v->rule = w.nearest_id;
 	v->is_root = w.nearest_at == 0;
+	if (w.nearest & RULE_PROTECT)
+		protected(&w, v);
 	if (w.nearest & RULE_SCRATCH) {
 		if (w.nearest_at == 0) {
 			/* The scratch directory itself: list it, create in it. */
@@ -614,6 +718,10 @@ __noinline int classify(struct query *q)
 	if (w.nearest & RULE_WRITE) {
 		v->class = AL_CLASS_INSIDE;
 		v->perm = P_READ | P_WRITE | P_CREATE;
+		if (v->flags & EV_PROTECTED) {
+			v->perm = P_READ;
+			return 0;
+		}
 		/* A second name of an outside file: writing it writes there. */
 		if (inode && (mode & S_IFMT) == S_IFREG && BPF_CORE_READ(inode, i_nlink) > 1 &&
 		    !q->created)
@@ -655,7 +763,22 @@ static __always_inline int check(__u32 op, struct dentry *d, __u32 need, int pro
 	classify_at(d, d->d_inode, &v);
 	if ((v.perm & need) == need && !(protect_root && v.is_root))
 		return 0;
-	return report(op, v.class, v.flags, (__u64)d, 0, 0, 0);
+	return report_v(op, &v, 0, (__u64)d, 0);
+}
+
+/* check_name refuses making the name of dentry in a directory whose verdict
+ * is v when the protect trie keeps that name: a PROT_TREE entry is never
+ * made, a PROT_ENTRY one only as a directory. */
+static __always_inline int check_name(__u32 op, struct verdict *v, struct dentry *dentry, __u64 d1,
+				      __u64 d2)
+{
+	struct prot *p = prot_child(v->node, dentry);
+
+	if (!p || (!(p->flags & PROT_TREE) && op == AL_OP_MKDIR))
+		return 0;
+	v->flags |= EV_PROTECTED;
+	v->rule = PROT_RULE + p->node;
+	return report_v(op, v, 0, d1, d2);
 }
 
 /* Creating a name in directory dir: remember the dentry so d_instantiate can
@@ -668,7 +791,9 @@ static __always_inline int check_create(__u32 op, const struct path *dir, struct
 
 	classify_at(parent, parent->d_inode, &v);
 	if (!(v.perm & P_CREATE))
-		return report(op, v.class, v.flags, (__u64)dentry, 0, 0, 0);
+		return report_v(op, &v, 0, (__u64)dentry, 0);
+	if (check_name(op, &v, dentry, (__u64)dentry, 0))
+		return -EPERM;
 	pd = bpf_task_storage_get(&pendings, bpf_get_current_task_btf(), 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (pd)
@@ -719,6 +844,7 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 	k.dev = BPF_CORE_READ(d, d_sb, s_dev);
 	k.ino = BPF_CORE_READ(inode, i_ino);
 	nr.flags = r->flags;
+	nr.id = r->id; /* a later registration of the same root names it (denials come last) */
 	old = bpf_map_lookup_elem(&rules, &k);
 	if (old)
 		nr.flags |= old->flags;
@@ -761,13 +887,13 @@ int BPF_PROG(file_open, struct file *file)
 		if (v.class == AL_CLASS_INSIDE) {
 			count(CNT_INBOUNDS);
 			if (stream_inbounds)
-				report(op, v.class, EV_INBOUNDS, (__u64)d, 0, 0, 0);
+				report_v(op, &v, EV_INBOUNDS, (__u64)d, 0);
 		} else {
 			count(CNT_SYSTEM);
 		}
 		return 0;
 	}
-	return report(op, v.class, v.flags, (__u64)d, 0, 0, 0);
+	return report_v(op, &v, 0, (__u64)d, 0);
 }
 
 SEC("lsm/path_unlink")
@@ -827,10 +953,12 @@ int BPF_PROG(path_link, struct dentry *old_dentry, const struct path *new_dir,
 	/* A new name for an outside file would make it look inside. */
 	classify_at(old_dentry, old_dentry->d_inode, &v);
 	if (!(v.perm & P_WRITE) || v.class != AL_CLASS_INSIDE)
-		return report(AL_OP_LINK, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
+		return report_v(AL_OP_LINK, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	classify_at(new_dir->dentry, new_dir->dentry->d_inode, &v);
 	if (!(v.perm & P_CREATE))
-		return report(AL_OP_LINK, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
+		return report_v(AL_OP_LINK, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
+	if (check_name(AL_OP_LINK, &v, new_dentry, (__u64)old_dentry, (__u64)new_dentry))
+		return -EPERM;
 	return 0;
 }
 
@@ -846,16 +974,19 @@ int BPF_PROG(path_rename, const struct path *old_dir, struct dentry *old_dentry,
 	 * view; out, it takes one of ours (or DIR itself) away. */
 	classify_at(old_dentry, old_dentry->d_inode, &v);
 	if (!(v.perm & P_WRITE) || v.is_root)
-		return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
+		return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	classify_at(new_dir->dentry, new_dir->dentry->d_inode, &v);
 	if (!(v.perm & P_CREATE))
-		return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry, (__u64)new_dentry, 0, 0);
+		return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
+	/* Renamed onto a protected name: as if made there (AL_OP_RENAME is
+	 * never AL_OP_MKDIR, so a PROT_ENTRY refuses too). */
+	if (check_name(AL_OP_RENAME, &v, new_dentry, (__u64)old_dentry, (__u64)new_dentry))
+		return -EPERM;
 	if (new_dentry->d_inode) {
 		/* Replacing (or, with RENAME_EXCHANGE, swapping) an existing name. */
 		classify_at(new_dentry, new_dentry->d_inode, &v);
 		if (!(v.perm & P_WRITE) || v.is_root)
-			return report(AL_OP_RENAME, v.class, v.flags, (__u64)old_dentry,
-				      (__u64)new_dentry, 0, 0);
+			return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	}
 	return 0;
 }
@@ -1316,14 +1447,14 @@ static __always_inline void observe_opened(struct file *f, __u32 op)
 		if (q.v.class == AL_CLASS_INSIDE) {
 			count(CNT_INBOUNDS);
 			if (stream_inbounds)
-				report(op, q.v.class, EV_INBOUNDS, (__u64)d, 0, 0, 0);
+				report_v(op, &q.v, EV_INBOUNDS, (__u64)d, 0);
 		} else {
 			count(CNT_SYSTEM);
 		}
 		return;
 	}
 	/* Landlock let through what the rules refuse: say so, as reached. */
-	report(op, q.v.class, q.v.flags | EV_AUDIT, (__u64)d, 0, 0, 0);
+	report_v(op, &q.v, EV_AUDIT, (__u64)d, 0);
 }
 
 static __always_inline int call_exit(long ret)

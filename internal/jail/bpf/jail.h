@@ -64,6 +64,7 @@ enum al_class {
 #define EV_INBOUNDS   (1 << 5) /* an allowed in-bounds access (live stream) */
 #define EV_ASGIVEN    (1 << 6) /* path2 is the name the process passed, relative to path
                                 * (a directory) unless absolute: nothing was opened */
+#define EV_PROTECTED  (1 << 7) /* refused because the target is a protected file in DIR */
 
 /* One decision, as the hook that made it reports it. Variable length on the
  * ring buffer: only path_len + path2_len bytes of path[] are sent. */
@@ -79,6 +80,9 @@ struct event {
 	__u32 dev2;        /* same for path2 */
 	__u32 target_pid;  /* ptrace/signal target, global tgid */
 	__u32 detail;      /* signal number, ioctl cmd, ... */
+	__u32 rule;        /* the rule that decided: a rule root's id, PROT_RULE + a
+	                    * protected entry's node, or 0 (no rule: outside them all,
+	                    * or decided by the kind of target) */
 	__u16 path_len;
 	__u16 path2_len;
 	char comm[16];
@@ -110,9 +114,37 @@ struct rule_key {
 #define RULE_SCRATCH (1 << 2) /* shared scratch root: only jail-created files */
 #define RULE_DENY    (1 << 3) /* denied even inside a grant */
 #define RULE_SOCKET  (1 << 4) /* a unix socket the user allowed by path */
+#define RULE_PROTECT (1 << 5) /* the protected entries (struct prot) lie below it */
 
 struct rule {
 	__u32 flags;
+	__u32 id;    /* agent-lock's number for it, reported with each decision */
+};
+
+/*
+ * Protected entries below a RULE_PROTECT root (DIR): .git/hooks, .envrc, ...,
+ * files the user's own tools execute outside the jail. They are kept by name,
+ * not by inode, because most do not exist yet when the cell starts: creating
+ * one must be refused as well as writing it. A trie of path components, written
+ * by agent-lock before the programs attach; node 0 is the root itself. Names
+ * are at most PROT_NAME-1 bytes and paths at most PROT_DEPTH components.
+ */
+#define PROT_NAME  32
+#define PROT_DEPTH 3
+#define PROT_NONE  0xffffffff
+#define PROT_RULE  0x100000   /* event.rule of a protected entry: PROT_RULE + node */
+#define PROT_TREE  (1 << 0)   /* the entry and everything below it are read-only */
+#define PROT_ENTRY (1 << 1)   /* the name may be made only as a directory (mkdir):
+                               * never as a file, link or symlink, nor renamed onto */
+
+struct prot_key {
+	__u32 parent;          /* node of the directory it is in */
+	char name[PROT_NAME];  /* NUL-padded */
+};
+
+struct prot {
+	__u32 node;
+	__u32 flags;  /* PROT_* */
 };
 
 /* The registration handshake between agent-lock and file_open. */
@@ -122,6 +154,8 @@ struct registration {
 	__u32 seq;     /* bumped by the kernel when it recorded a rule */
 	__u32 dev;     /* identity it recorded, for agent-lock's log */
 	__u64 ino;
+	__u32 id;      /* the rule's id, for the next open */
+	__u32 pad;
 };
 
 #endif

@@ -1,0 +1,74 @@
+package jail
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestProtectTrie(t *testing.T) {
+	trie, names, err := protectTrie([]Protected{
+		{Path: ".git/hooks"}, {Path: ".git", DirOnly: true}, {Path: ".git/config"}, {Path: ".envrc"},
+		{Path: ".claude/settings.json"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(parent uint32, name string) jailProtKey {
+		var k jailProtKey
+		k.Parent = parent
+		for i := range len(name) {
+			k.Name[i] = int8(name[i])
+		}
+		return k
+	}
+	node := func(parent uint32, name string) jailProt {
+		t.Helper()
+		v, ok := trie[key(parent, name)]
+		if !ok {
+			t.Fatalf("no entry %q below node %d", name, parent)
+		}
+		return v
+	}
+	git := node(0, ".git")
+	if git.Flags != protEntry || names[git.Node] != ".git" {
+		t.Errorf(".git: %+v %q, want the entry flag only", git, names[git.Node])
+	}
+	for _, n := range []string{"hooks", "config"} {
+		if v := node(git.Node, n); v.Flags != protTree || names[v.Node] != ".git/"+n {
+			t.Errorf(".git/%s: %+v %q", n, v, names[v.Node])
+		}
+	}
+	claude := node(0, ".claude")
+	if claude.Flags != 0 {
+		t.Errorf(".claude is only a way to settings.json, yet has flags %d", claude.Flags)
+	}
+	if v := node(claude.Node, "settings.json"); v.Flags != protTree {
+		t.Errorf(".claude/settings.json: %+v", v)
+	}
+	if v := node(0, ".envrc"); v.Flags != protTree {
+		t.Errorf(".envrc: %+v", v)
+	}
+	if len(trie) != 6 {
+		t.Errorf("%d entries, want 6: %v", len(trie), trie)
+	}
+	seen := map[uint32]bool{0: true}
+	for _, v := range trie {
+		if seen[v.Node] {
+			t.Errorf("node %d used twice", v.Node)
+		}
+		seen[v.Node] = true
+	}
+}
+
+func TestCheckProtected(t *testing.T) {
+	for _, bad := range []string{"", "/abs", "a/b/c/d", "a//b", "../x", "a/./b", strings.Repeat("x", 32)} {
+		if err := CheckProtected(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	for _, good := range []string{".git", ".git/hooks", "a/b/c", strings.Repeat("x", 31)} {
+		if err := CheckProtected(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+}
