@@ -21,14 +21,16 @@ BPF_CLANG ?= clang-19
 
 # qemu-system-x86 brings virtiofsd; busybox-static is the guests'
 # initramfs; gcc and libc6-dev are cgo for `go test -race`; tmux is the
-# real terminal of the dashboard's end-to-end test.
-DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
+# real terminal of the dashboard's end-to-end test; npm fetches the real
+# agents the profile tests run (make agents).
+DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux npm
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
-.PHONY: test build test-bins unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean
+.PHONY: test build test-bins agents unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean
 
 test:
 	$(MAKE) deps
+	$(MAKE) agents
 	$(MAKE) unit
 	$(MAKE) vmtest
 	$(MAKE) native
@@ -99,6 +101,20 @@ bench: build test-bins
 adversary: build
 	$(GO) build -o $(BUILD)/adversary ./test/adversary
 	$(VMTEST) $(VMTEST_FLAGS) -- $(BUILD)/adversary -agent-lock $(BUILD)/agent-lock
+
+# Real agents from the npm registry, pinned, for the profile tests (run
+# jailed from the test user's home in the guests and natively). Fetched
+# once; the tests fail, not skip, when they are missing.
+CLAUDE_CODE_VERSION := 2.1.197
+AGENTS := $(BUILD)/agents
+agents: $(AGENTS)/claude-code-$(CLAUDE_CODE_VERSION)/.done
+
+$(AGENTS)/claude-code-$(CLAUDE_CODE_VERSION)/.done:
+	rm -rf $(@D) && mkdir -p $(@D)
+	npm install --prefix $(@D) --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
+	test -x $(@D)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
+	ln -sfn claude-code-$(CLAUDE_CODE_VERSION) $(AGENTS)/claude-code
+	touch $@
 
 # Installs only what is missing, so it is quick on a prepared machine.
 define apt_install

@@ -79,7 +79,7 @@ if [ "$engine" = landlock ]; then
 	step landlock check_lsm landlock
 	step user check_user
 	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe'
-	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock'
+	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode'
 	landlock_runners
 	if [ "${#failed[@]}" -gt 0 ]; then
 		echo "guest-suite: FAILED on $(uname -r) (landlock): ${failed[*]}"

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
 
@@ -28,6 +29,7 @@ Usage:
   sudo agent-lock doctor [--engine E]
   agent-lock watch [--list] [SESSION]
   agent-lock replay [--fast] FILE
+  agent-lock profiles
   agent-lock version
 
 DIR defaults to the current directory; COMMAND to your login shell. The agent
@@ -57,11 +59,16 @@ Flags:
                      remove what your own tools run outside the jail:
                      .git/hooks, .git/config, .envrc, .vscode, .mcp.json,
                      .claude/settings.json, ... (the README lists them)
+  --profile NAME     grant what this agent needs to start, log in and work
+                     (repeatable; default: the profile the command's name
+                     selects, e.g. claude, codex, gemini, aider, opencode,
+                     omp, node, python; none for no profile); agent-lock
+                     profiles lists what each grants
   --allow-root       allow running the agent as root
   --env NAME         pass this variable although it looks like a secret
                      (repeatable); variables named like credentials
                      (*_TOKEN, *_SECRET, *_KEY, *_PASSWORD, AWS_*, ...) are
-                     withheld, except the agent's own API key
+                     withheld, except the API key the profile names
 
 On a terminal the dashboard owns it and the agent's output goes to a log;
 q stops the agent. Every session is recorded (JSON lines) in
@@ -85,6 +92,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return replay(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "watch":
 			return watch(ctx, args[1:], os.Stdin, stdout, stderr)
+		case "profiles":
+			return profiles(args[1:], stdout, stderr)
 		case landlock.ExecArg:
 			// The cell's first process, about to become the agent: it
 			// must never run the agent unconfined, so any failure ends it.
@@ -128,6 +137,7 @@ type options struct {
 	allowWrite []string
 	deny       []string
 	unprotect  []string
+	profiles   []string
 	reportPath string
 	format     string
 	engine     string
@@ -167,6 +177,7 @@ func parse(args []string) (options, error) {
 	fs.Var(listFlag{&o.allowWrite}, "allow-write", "")
 	fs.Var(listFlag{&o.deny}, "deny", "")
 	fs.Var(listFlag{&o.unprotect}, "unprotect", "")
+	fs.Var(listFlag{&o.profiles}, "profile", "")
 	fs.BoolVar(&o.help, "h", false, "")
 	fs.BoolVar(&o.help, "help", false, "")
 	var pos []string
@@ -197,6 +208,11 @@ func parse(args []string) (options, error) {
 	for _, n := range o.passEnv {
 		if n == "" || strings.ContainsAny(n, "= \x00") {
 			return o, fmt.Errorf("--env %q: give a variable name (its value comes from your environment), e.g. --env GITHUB_TOKEN", n)
+		}
+	}
+	for _, p := range o.profiles {
+		if _, ok := profile.ByName(p); !ok && p != "none" {
+			return o, fmt.Errorf("--profile %q: the profiles are %s, or none (agent-lock profiles lists what each grants)", p, strings.Join(profile.Names(), ", "))
 		}
 	}
 	switch o.engine {

@@ -38,6 +38,9 @@ type Start struct {
 	// Limits are the side doors the engine leaves open on this kernel
 	// (the Landlock engine's; none for bpf-lsm).
 	Limits []string
+	// Profiles are the agent profiles whose grants the cell has (see
+	// agent-lock profiles), toolchains included.
+	Profiles []string
 	// WithheldEnv names the environment variables kept from the agent
 	// because they look like credentials (names only, never values).
 	WithheldEnv []string

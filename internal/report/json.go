@@ -35,6 +35,7 @@ type jsonStart struct {
 	TmpDirB64 string     `json:"tmpdir_b64,omitempty"`
 	Withheld  []string   `json:"withheld_env,omitempty"`
 	Limits    []string   `json:"limits,omitempty"`
+	Profiles  []string   `json:"profiles,omitempty"`
 }
 
 type jsonEvent struct {
@@ -152,6 +153,7 @@ func (j *jsonWriter) Start(s Start) error {
 		TmpDirB64: b64(s.TmpDir),
 		Withheld:  s.WithheldEnv,
 		Limits:    s.Limits,
+		Profiles:  s.Profiles,
 	})
 }
 
@@ -366,6 +368,7 @@ func (js jsonStart) model() (Start, error) {
 	}
 	s.WithheldEnv = js.Withheld
 	s.Limits = js.Limits
+	s.Profiles = js.Profiles
 	if s.TmpDir, err = raw("tmpdir", js.TmpDir, js.TmpDirB64); err != nil {
 		return Start{}, err
 	}

@@ -61,6 +61,13 @@ func (t *textWriter) Start(s Start) error {
 			b = append(b, ", tmpdir "...)
 			b = appendQuoted(b, s.TmpDir)
 		}
+		if len(s.Profiles) > 0 {
+			b = append(b, ", profile"...)
+			for _, n := range s.Profiles {
+				b = append(b, ' ')
+				b = appendQuoted(b, n)
+			}
+		}
 		if len(s.WithheldEnv) > 0 {
 			b = append(b, ", withheld env"...)
 			for _, n := range s.WithheldEnv {

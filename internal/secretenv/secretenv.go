@@ -6,7 +6,6 @@
 package secretenv
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -53,22 +52,6 @@ func Secret(name string) bool {
 		}
 	}
 	return false
-}
-
-// agentKeys are the variables each agent needs to log in, by the name of
-// its command; the agent-profile work (issue 5) will subsume this table.
-var agentKeys = map[string][]string{
-	"claude":   {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
-	"codex":    {"OPENAI_API_KEY", "CODEX_API_KEY"},
-	"gemini":   {"GEMINI_API_KEY", "GOOGLE_API_KEY"},
-	"aider":    {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY"},
-	"opencode": {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
-	"omp":      {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
-}
-
-// AgentKeys are the credentials the agent run as command needs.
-func AgentKeys(command string) []string {
-	return agentKeys[filepath.Base(command)]
 }
 
 // Filter splits env (KEY=VALUE entries) into what the agent gets and the

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
 )
@@ -67,6 +69,9 @@ type Options struct {
 	// Unprotect lifts protected entries of DIR (policy.Protected), by
 	// path relative to DIR or absolute inside it.
 	Unprotect []string
+	// Profiles name the agent profiles to grant (profile.All); empty:
+	// the one the command's name selects, if any; "none": no profile.
+	Profiles []string
 	// PassEnv names variables the agent gets although they look like
 	// credentials (--env); its own API key is passed without asking.
 	PassEnv []string
@@ -108,6 +113,12 @@ func Run(ctx context.Context, o Options) (int, error) {
 			return 0, fail(ExitFailed, fmt.Errorf("--allow-unix %s: %w", s, err))
 		}
 	}
+	prof, err := profiles(o.Profiles, path, agent.Home)
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	o.Allow = append(slices.Clone(o.Allow), prof.Read...)
+	o.AllowWrite = append(slices.Clone(o.AllowWrite), prof.Write...)
 	allow, allowWrite, deny, err := resolveGrants(o, dir)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -169,7 +180,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	})
 	cmd.Dir = dir
 	env, withheld := secretenv.Filter(agentEnv(os.Environ(), agent, tmp, dir),
-		append(secretenv.AgentKeys(argv[0]), o.PassEnv...))
+		append(prof.Env, o.PassEnv...))
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if o.Stdin != nil {
@@ -206,6 +217,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		Time: began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
 		Kernel: facts.Release, Engine: cell.engine(), Limits: cell.limits(), TmpDir: tmp, WithheldEnv: withheld,
+		Profiles: prof.Profiles,
 	})
 
 	var status int
@@ -357,6 +369,27 @@ func resolveGrants(o Options, dir string) (allow, allowWrite, deny []string, err
 		}
 	}
 	return
+}
+
+// profiles resolves the profiles asked for, or the one the command's name
+// selects.
+func profiles(names []string, path, home string) (profile.Grants, error) {
+	if len(names) == 0 {
+		if p, ok := profile.Detect(path); ok {
+			names = []string{p.Name}
+		}
+	}
+	if slices.Contains(names, "none") {
+		if len(names) > 1 {
+			return profile.Grants{}, errors.New("--profile none cannot be combined with other profiles")
+		}
+		return profile.Grants{}, nil
+	}
+	g, err := profile.Resolve(names, home)
+	if err != nil {
+		return g, fmt.Errorf("--profile: %w", err)
+	}
+	return g, nil
 }
 
 // ResolveDir turns the DIR argument into the real absolute directory.

@@ -1,0 +1,199 @@
+// Package profile says what each common agent needs beyond its project to
+// start, log in and work: its config and state, where it is installed, its
+// caches, and the API key it reads from the environment. The lists follow
+// each agent's documented file layout; nothing else of the home is granted,
+// and the home's secrets stay refused inside every grant (policy.HomeSecrets).
+package profile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Profile is what one agent (or toolchain) is granted.
+type Profile struct {
+	Name string
+	// Agent is what it is for, for people.
+	Agent string
+	// Commands select the profile when the agent's command has one of
+	// these names (its base name, or that of the file a symlink names).
+	Commands []string
+	// Write and Read are home-relative paths granted read-write and
+	// read-only. Those that do not exist are not granted (the kernel
+	// grants by identity).
+	Write, Read []string
+	// Env are the variables it reads its credentials from: passed to it
+	// although they look like secrets.
+	Env []string
+	// Uses are the toolchain profiles it runs on, granted with it.
+	Uses []string
+}
+
+var node = Profile{
+	Name: "node", Agent: "Node.js toolchain (npm, npx, pnpm, yarn, bun)",
+	Commands: []string{"node", "nodejs", "npm", "npx", "pnpm", "yarn", "bun", "bunx"},
+	Write:    []string{".npm", ".cache/node-gyp", ".cache/yarn", ".yarn", ".cache/pnpm", ".local/share/pnpm", ".bun/install/cache"},
+	Read:     []string{".nvm", ".volta", ".fnm", ".local/share/fnm", ".npm-global", ".local/lib/node_modules", ".bun/bin", ".config/yarn"},
+}
+
+var python = Profile{
+	Name: "python", Agent: "Python toolchain (pip, uv, pipx, poetry)",
+	Commands: []string{"python", "python3", "pip", "pip3", "uv", "uvx", "pipx", "poetry"},
+	Write:    []string{".cache/pip", ".cache/uv", ".cache/pypoetry"},
+	Read:     []string{".local/bin", ".local/lib", ".local/share/uv", ".local/pipx", ".local/share/pipx", ".pyenv", ".config/pip"},
+}
+
+var all = []Profile{
+	{
+		Name: "claude", Agent: "Claude Code", Commands: []string{"claude"}, Uses: []string{"node"},
+		// ~/.claude: settings, credentials, sessions, todos; ~/.claude.json:
+		// the login and per-project state; the native installer keeps its
+		// versions under ~/.local/share/claude and links ~/.local/bin/claude.
+		Write: []string{".claude", ".claude.json", ".claude.json.backup", ".cache/claude", ".local/share/claude", ".local/state/claude"},
+		Read:  []string{".local/bin"},
+		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+	},
+	{
+		Name: "codex", Agent: "OpenAI Codex CLI", Commands: []string{"codex"}, Uses: []string{"node"},
+		// ~/.codex: config.toml, auth.json, sessions, logs.
+		Write: []string{".codex"},
+		Env:   []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
+	},
+	{
+		Name: "gemini", Agent: "Gemini CLI", Commands: []string{"gemini"}, Uses: []string{"node"},
+		// ~/.gemini: settings.json, oauth_creds.json, tmp, history.
+		Write: []string{".gemini"},
+		Env:   []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"},
+	},
+	{
+		Name: "aider", Agent: "aider", Commands: []string{"aider"}, Uses: []string{"python"},
+		// ~/.aider: caches and analytics; its settings files in the home
+		// are read only (the project's own .aider* files are in DIR).
+		Write: []string{".aider", ".cache/aider"},
+		Read:  []string{".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json"},
+		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY"},
+	},
+	{
+		Name: "opencode", Agent: "opencode", Commands: []string{"opencode"}, Uses: []string{"node"},
+		// XDG layout: config, data (auth.json, sessions), state, cache (the
+		// provider packages it installs); the installer puts it in ~/.opencode.
+		Write: []string{".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode"},
+		Read:  []string{".opencode"},
+		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
+	},
+	{
+		Name: "omp", Agent: "oh-my-pi (omp)", Commands: []string{"omp"}, Uses: []string{"node"},
+		// ~/.omp: its config root (PI_CONFIG_DIR), agent state and sessions;
+		// it runs on Bun.
+		Write: []string{".omp"},
+		Read:  []string{".bun"},
+		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
+	},
+	node,
+	python,
+}
+
+// All returns every profile, agents first.
+func All() []Profile { return slices.Clone(all) }
+
+// Names lists the profiles' names.
+func Names() []string {
+	var n []string
+	for _, p := range all {
+		n = append(n, p.Name)
+	}
+	return n
+}
+
+// ByName finds a profile.
+func ByName(name string) (Profile, bool) {
+	for _, p := range all {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Profile{}, false
+}
+
+// Detect returns the profile for the agent's command (its base name, or
+// the base name of what a symlink at path names: ~/.local/bin/claude
+// pointing into the installer's versions), or false.
+func Detect(path string) (Profile, bool) {
+	names := []string{filepath.Base(path)}
+	if t, err := filepath.EvalSymlinks(path); err == nil {
+		names = append(names, filepath.Base(t))
+		// An npm-installed CLI is a link to its package's entry script:
+		// node_modules/@openai/codex/bin/codex.js.
+		names = append(names, strings.TrimSuffix(filepath.Base(t), filepath.Ext(t)))
+	}
+	for _, p := range all {
+		for _, n := range names {
+			if slices.Contains(p.Commands, n) {
+				return p, true
+			}
+		}
+	}
+	return Profile{}, false
+}
+
+// Grants are a set of profiles resolved against a home.
+type Grants struct {
+	Profiles []string // the names, including the toolchains they use
+	// Write and Read are the existing absolute paths granted; Missing
+	// the ones left out because they do not exist.
+	Write, Read, Missing []string
+	Env                  []string
+}
+
+// Resolve expands names (with the toolchains they use) against home.
+// An unknown name is an error that lists the known ones.
+func Resolve(names []string, home string) (Grants, error) {
+	var g Grants
+	seen := map[string]bool{}
+	var add func(name string) error
+	add = func(name string) error {
+		if seen[name] {
+			return nil
+		}
+		p, ok := ByName(name)
+		if !ok {
+			return fmt.Errorf("no profile %q: the profiles are %s (agent-lock profiles lists what each grants)", name, strings.Join(Names(), ", "))
+		}
+		seen[name] = true
+		g.Profiles = append(g.Profiles, name)
+		for _, u := range p.Uses {
+			if err := add(u); err != nil {
+				return err
+			}
+		}
+		for _, set := range []struct {
+			rel []string
+			dst *[]string
+		}{{p.Write, &g.Write}, {p.Read, &g.Read}} {
+			for _, rel := range set.rel {
+				abs := filepath.Join(home, rel)
+				if _, err := os.Lstat(abs); err != nil {
+					g.Missing = append(g.Missing, abs)
+					continue
+				}
+				*set.dst = append(*set.dst, abs)
+			}
+		}
+		g.Env = append(g.Env, p.Env...)
+		return nil
+	}
+	for _, n := range names {
+		if err := add(n); err != nil {
+			return Grants{}, err
+		}
+	}
+	for _, s := range []*[]string{&g.Write, &g.Read, &g.Missing, &g.Env} {
+		sort.Strings(*s)
+		*s = slices.Compact(*s)
+	}
+	return g, nil
+}
