@@ -30,6 +30,7 @@ Usage:
   agent-lock watch [--list] [SESSION]
   agent-lock replay [--fast] FILE
   agent-lock profiles
+  agent-lock policy [flags] [DIR] [-- COMMAND]
   agent-lock version
 
 DIR defaults to the current directory; COMMAND to your login shell. The agent
@@ -70,6 +71,11 @@ Flags:
                      (*_TOKEN, *_SECRET, *_KEY, *_PASSWORD, AWS_*, ...) are
                      withheld, except the API key the profile names
 
+Settings can also live in policy files (TOML, the flags' names as keys):
+~/.config/agent-lock/policy.toml, then DIR/.agent-lock.toml, then the
+flags. A project's file may only deny, unless your own file lists the
+project in trusted-projects. agent-lock policy prints the effective cell.
+
 On a terminal the dashboard owns it and the agent's output goes to a log;
 q stops the agent. Every session is recorded (JSON lines) in
 ~/.local/state/agent-lock/ (or $XDG_STATE_HOME/agent-lock/), where
@@ -94,6 +100,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return watch(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "profiles":
 			return profiles(args[1:], stdout, stderr)
+		case "policy":
+			return policyCmd(args[1:], stdout, stderr)
 		case landlock.ExecArg:
 			// The cell's first process, about to become the agent: it
 			// must never run the agent unconfined, so any failure ends it.
@@ -170,7 +178,7 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "")
 	fs.StringVar(&o.reportPath, "report", "", "")
 	fs.StringVar(&o.format, "format", "", "")
-	fs.StringVar(&o.engine, "engine", session.EngineAuto, "")
+	fs.StringVar(&o.engine, "engine", "", "")
 	fs.Var(listFlag{&o.allowUnix}, "allow-unix", "")
 	fs.Var(listFlag{&o.passEnv}, "env", "")
 	fs.Var(listFlag{&o.allow}, "allow", "")
@@ -216,7 +224,7 @@ func parse(args []string) (options, error) {
 		}
 	}
 	switch o.engine {
-	case session.EngineAuto, session.EngineBPF, session.EngineLandlock:
+	case "", session.EngineAuto, session.EngineBPF, session.EngineLandlock:
 	default:
 		return o, fmt.Errorf("--engine %q: use auto, bpf-lsm or landlock", o.engine)
 	}

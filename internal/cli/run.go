@@ -38,6 +38,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failed(err)
 	}
+	if _, err := applyPolicyFiles(&o, agent.Home, dir); err != nil {
+		return failed(err)
+	}
 	owner := recording.Owner{UID: agent.UID, GID: agent.GID}
 	recDir, err := recording.For(dir, agent.Home, stateHomeEnv(), owner)
 	if err != nil {

@@ -127,6 +127,9 @@ type Policy struct {
 	// Protect are the protected entries of Dir (Protected, less
 	// --unprotect).
 	Protect []jail.Protected
+	// Names overrides the name of a grant's rule, by its path (a
+	// profile's grants: "profile claude").
+	Names map[string]string
 }
 
 // Rules returns the rule roots in registration order. Paths that do not exist
@@ -163,11 +166,17 @@ func (p Policy) Rules() []jail.Rule {
 	for _, r := range ScratchRoots {
 		add(r, jail.Scratch, "scratch "+r)
 	}
+	grant := func(flag, g string) string {
+		if n, ok := p.Names[g]; ok {
+			return n
+		}
+		return flag + " " + g
+	}
 	for _, g := range p.Allow {
-		add(g, jail.Read, "--allow "+g)
+		add(g, jail.Read, grant("--allow", g))
 	}
 	for _, g := range p.AllowWrite {
-		add(g, jail.Read|jail.Write, "--allow-write "+g)
+		add(g, jail.Read|jail.Write, grant("--allow-write", g))
 	}
 	dirFlags := jail.Read | jail.Write
 	if len(p.Protect) > 0 {

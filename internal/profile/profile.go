@@ -147,12 +147,14 @@ type Grants struct {
 	// the ones left out because they do not exist.
 	Write, Read, Missing []string
 	Env                  []string
+	// From names the profile that granted each path of Write and Read.
+	From map[string]string
 }
 
 // Resolve expands names (with the toolchains they use) against home.
 // An unknown name is an error that lists the known ones.
 func Resolve(names []string, home string) (Grants, error) {
-	var g Grants
+	g := Grants{From: map[string]string{}}
 	seen := map[string]bool{}
 	var add func(name string) error
 	add = func(name string) error {
@@ -181,6 +183,9 @@ func Resolve(names []string, home string) (Grants, error) {
 					continue
 				}
 				*set.dst = append(*set.dst, abs)
+				if _, ok := g.From[abs]; !ok {
+					g.From[abs] = name
+				}
 			}
 		}
 		g.Env = append(g.Env, p.Env...)

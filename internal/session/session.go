@@ -96,37 +96,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
-	dir, err := ResolveDir(o.Dir)
-	if err != nil {
-		return 0, fail(ExitFailed, err)
-	}
-	argv := o.Command
-	if len(argv) == 0 {
-		argv = []string{agent.Shell}
-	}
-	path, err := lookPath(argv[0], dir)
+	plan, err := MakePlan(o, agent)
 	if err != nil {
 		return 0, err
 	}
-	for _, s := range o.AllowUnix {
-		if _, err := os.Stat(s); err != nil {
-			return 0, fail(ExitFailed, fmt.Errorf("--allow-unix %s: %w", s, err))
-		}
-	}
-	prof, err := profiles(o.Profiles, path, agent.Home)
-	if err != nil {
-		return 0, fail(ExitFailed, err)
-	}
-	o.Allow = append(slices.Clone(o.Allow), prof.Read...)
-	o.AllowWrite = append(slices.Clone(o.AllowWrite), prof.Write...)
-	allow, allowWrite, deny, err := resolveGrants(o, dir)
-	if err != nil {
-		return 0, fail(ExitFailed, err)
-	}
-	protect, err := policy.Unprotect(dir, o.Unprotect)
-	if err != nil {
-		return 0, fail(ExitFailed, err)
-	}
+	dir, argv, path, prof := plan.Policy.Dir, plan.Argv, plan.Path, plan.Profiles
 
 	facts, err := kernel.Probe()
 	if err != nil {
@@ -143,8 +117,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 		ttys, ttyNames = nil, nil
 	}
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys}
-	pol := policy.Policy{Dir: dir, TmpDir: tmp, AllowUnix: o.AllowUnix,
-		Allow: allow, AllowWrite: allowWrite, Deny: deny, Home: agent.Home, Protect: protect}
+	pol := plan.Policy
+	pol.TmpDir = tmp
 	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -369,6 +343,62 @@ func resolveGrants(o Options, dir string) (allow, allowWrite, deny []string, err
 		}
 	}
 	return
+}
+
+// Plan is what a session will run and grant, resolved from its options
+// before anything is loaded: agent-lock policy prints it.
+type Plan struct {
+	Argv     []string
+	Path     string // the command, found
+	Policy   policy.Policy
+	Profiles profile.Grants
+}
+
+// MakePlan resolves o for agent: the directory, the command, its profile,
+// grants and denials, the protected entries. Errors are the user's to fix
+// and carry ExitFailed (or the command's exit status).
+func MakePlan(o Options, agent Agent) (Plan, error) {
+	dir, err := ResolveDir(o.Dir)
+	if err != nil {
+		return Plan{}, fail(ExitFailed, err)
+	}
+	argv := o.Command
+	if len(argv) == 0 {
+		argv = []string{agent.Shell}
+	}
+	path, err := lookPath(argv[0], dir)
+	if err != nil {
+		return Plan{}, err
+	}
+	for _, s := range o.AllowUnix {
+		if _, err := os.Stat(s); err != nil {
+			return Plan{}, fail(ExitFailed, fmt.Errorf("--allow-unix %s: %w", s, err))
+		}
+	}
+	prof, err := profiles(o.Profiles, path, agent.Home)
+	if err != nil {
+		return Plan{}, fail(ExitFailed, err)
+	}
+	o.Allow = append(slices.Clone(o.Allow), prof.Read...)
+	o.AllowWrite = append(slices.Clone(o.AllowWrite), prof.Write...)
+	allow, allowWrite, deny, err := resolveGrants(o, dir)
+	if err != nil {
+		return Plan{}, fail(ExitFailed, err)
+	}
+	protect, err := policy.Unprotect(dir, o.Unprotect)
+	if err != nil {
+		return Plan{}, fail(ExitFailed, err)
+	}
+	names := map[string]string{}
+	for p, from := range prof.From {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			names[real] = "profile " + from
+		}
+	}
+	return Plan{Argv: argv, Path: path, Profiles: prof, Policy: policy.Policy{
+		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Deny: deny,
+		Home: agent.Home, Protect: protect, Names: names,
+	}}, nil
 }
 
 // profiles resolves the profiles asked for, or the one the command's name

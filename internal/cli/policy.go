@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/session"
+)
+
+// applyPolicyFiles merges the user's policy file and the project's into o:
+// lists in file order before the flags', single settings from the flags
+// first, then the project's file, then the user's. It returns the files
+// read. A project's file that widens the cell is an error unless the
+// user's own file trusts that project: the file came with the repository,
+// and whoever wrote it does not decide what the agent may reach.
+func applyPolicyFiles(o *options, home, dir string) ([]string, error) {
+	homeFile, err := policy.LoadFile(filepath.Join(home, policy.HomeFile), home, "")
+	if err != nil {
+		return nil, err
+	}
+	projFile, err := policy.LoadFile(filepath.Join(dir, policy.PolicyFile), home, dir)
+	if err != nil {
+		return nil, err
+	}
+	if projFile != nil {
+		if key, line := projFile.Widens(); key != "" && (homeFile == nil || !homeFile.Trusts(dir)) {
+			return nil, &policy.FileError{Path: projFile.Path, Line: line, Key: key, Msg: fmt.Sprintf(
+				"a project's policy file may only deny: it came with the project, and would widen the cell; "+
+					"trust the project in ~/%s (trusted-projects = [%q]) or pass the setting as a flag", policy.HomeFile, dir)}
+		}
+	}
+	var used []string
+	var lists struct{ allow, allowWrite, deny, unprotect, allowUnix, env []string }
+	for _, f := range []*policy.File{homeFile, projFile} {
+		if f == nil {
+			continue
+		}
+		used = append(used, f.Path)
+		lists.allow = append(lists.allow, f.Allow...)
+		lists.allowWrite = append(lists.allowWrite, f.AllowWrite...)
+		lists.deny = append(lists.deny, f.Deny...)
+		lists.unprotect = append(lists.unprotect, f.Unprotect...)
+		lists.allowUnix = append(lists.allowUnix, f.AllowUnix...)
+		lists.env = append(lists.env, f.Env...)
+	}
+	o.allow = append(lists.allow, o.allow...)
+	o.allowWrite = append(lists.allowWrite, o.allowWrite...)
+	o.deny = append(lists.deny, o.deny...)
+	o.unprotect = slices.Compact(append(lists.unprotect, o.unprotect...))
+	o.allowUnix = append(lists.allowUnix, o.allowUnix...)
+	o.passEnv = append(lists.env, o.passEnv...)
+	for _, f := range []*policy.File{projFile, homeFile} {
+		if f == nil {
+			continue
+		}
+		if o.engine == "" {
+			o.engine = f.Engine
+		}
+		if len(o.profiles) == 0 {
+			o.profiles = f.Profiles
+		}
+	}
+	return used, nil
+}
+
+// policyCmd prints the cell agent-lock would make: what each rule grants
+// or refuses, and where it comes from.
+func policyCmd(args []string, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "agent-lock policy: %v\n", err)
+		return session.ExitFailed
+	}
+	o, err := parse(args)
+	if err != nil {
+		return fail(err)
+	}
+	agent, err := session.InvokingUser(o.allowRoot)
+	if err == session.ErrNotRoot || err == session.ErrRootAgent {
+		// Printing needs no privilege: the user running it is the agent.
+		agent, err = currentUser()
+	}
+	if err != nil {
+		return fail(err)
+	}
+	dir, err := session.ResolveDir(o.dir)
+	if err != nil {
+		return fail(err)
+	}
+	files, err := applyPolicyFiles(&o, agent.Home, dir)
+	if err != nil {
+		return fail(err)
+	}
+	plan, err := session.MakePlan(session.Options{
+		Dir: dir, Command: o.command, AllowUnix: o.allowUnix, Allow: o.allow, AllowWrite: o.allowWrite,
+		Deny: o.deny, Unprotect: o.unprotect, Profiles: o.profiles,
+	}, agent)
+	if err != nil {
+		return fail(err)
+	}
+	tilde := func(p string) string {
+		if p == agent.Home || strings.HasPrefix(p, agent.Home+"/") {
+			return "~" + strings.TrimPrefix(p, agent.Home)
+		}
+		return p
+	}
+	engine := o.engine
+	if engine == "" {
+		engine = session.EngineAuto
+	}
+	fmt.Fprintf(stdout, "project   %s\ncommand   %s\nengine    %s\n", tilde(dir), strings.Join(plan.Argv, " "), engine)
+	if len(plan.Profiles.Profiles) > 0 {
+		fmt.Fprintf(stdout, "profiles  %s\n", strings.Join(plan.Profiles.Profiles, " "))
+	} else {
+		fmt.Fprintln(stdout, "profiles  none")
+	}
+	var shown []string
+	for _, f := range files {
+		shown = append(shown, tilde(f))
+	}
+	if len(shown) == 0 {
+		shown = []string{"none"}
+	}
+	fmt.Fprintf(stdout, "files     %s\n\nrules (the kernel's; the nearest rule above a file decides, a denial anywhere above it wins):\n", strings.Join(shown, ", "))
+	for _, r := range plan.Policy.Rules() {
+		fmt.Fprintf(stdout, "  %-22s %-40s %s\n", ruleRights(r.Flags), tilde(r.Path), r.Name)
+	}
+	fmt.Fprintln(stdout, "  by kind                /proc /sys /dev                          the agent's own /proc entries and the system-wide ones, /sys read-only;")
+	fmt.Fprintln(stdout, "                                                                  null, zero, full, random, urandom, tty, ptmx, its terminals")
+	fmt.Fprintln(stdout, "  refused                everything else")
+	fmt.Fprintln(stdout, "\nprotected in the project (read-only to the agent; --unprotect PATH lifts one):")
+	for _, p := range plan.Policy.Protect {
+		if p.DirOnly {
+			fmt.Fprintf(stdout, "  %s (may be made only as a directory)\n", p.Path)
+		} else {
+			fmt.Fprintf(stdout, "  %s\n", p.Path)
+		}
+	}
+	env := append(slices.Clone(plan.Profiles.Env), o.passEnv...)
+	fmt.Fprintf(stdout, "\nenvironment: variables named like credentials are withheld; passed anyway: %s\n", orNone(strings.Join(env, " ")))
+	if len(plan.Profiles.Missing) > 0 {
+		var m []string
+		for _, p := range plan.Profiles.Missing {
+			m = append(m, tilde(p))
+		}
+		fmt.Fprintf(stdout, "not granted (do not exist): %s\n", strings.Join(m, " "))
+	}
+	return 0
+}
+
+func ruleRights(f jail.RuleFlags) string {
+	switch {
+	case f&jail.Deny != 0:
+		return "refused"
+	case f&jail.Scratch != 0:
+		return "own files only"
+	case f&jail.Write != 0 && f&jail.Protect != 0:
+		return "read-write, protected"
+	case f&jail.Write != 0:
+		return "read-write"
+	case f&jail.Read != 0:
+		return "read-only"
+	case f&jail.Socket != 0:
+		return "connect"
+	}
+	return fmt.Sprintf("flags %#x", uint32(f))
+}
+
+// currentUser is the user running agent-lock policy without sudo.
+func currentUser() (session.Agent, error) {
+	u, err := user.Current()
+	if err != nil {
+		return session.Agent{}, err
+	}
+	shell := os.Getenv("SHELL")
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	return session.Agent{Name: u.Username, Home: u.HomeDir, Shell: shell}, nil
+}
