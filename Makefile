@@ -16,7 +16,9 @@ BUILD := .build
 # run in every guest by test/guest-suite.sh.
 VM_TEST_PKGS ?= ./internal/jail ./internal/session ./internal/cli
 VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
-VMTEST_FLAGS ?= -timeout=40m
+# Two guests at once: each is single-threaded TCG (one host core), and CI
+# machines have two.
+VMTEST_FLAGS ?= -timeout=40m -parallel=2
 BPF_CLANG ?= clang-19
 
 # qemu-system-x86 brings virtiofsd; busybox-static is the guests'
