@@ -23,9 +23,10 @@ BPF_CLANG ?= clang-19
 
 # qemu-system-x86 brings virtiofsd; busybox-static is the guests'
 # initramfs; gcc and libc6-dev are cgo for `go test -race`; tmux is the
-# real terminal of the dashboard's end-to-end test; npm fetches the real
-# agents the profile tests run (make agents).
-DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux npm
+# real terminal of the dashboard's end-to-end test. npm fetches the real
+# agents the profile tests run (make agents): Debian's package where no npm
+# is installed (a NodeSource nodejs brings its own and conflicts with it).
+DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
 .PHONY: test build test-bins agents unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean
@@ -132,6 +133,7 @@ endef
 
 deps:
 	@$(call apt_install,$(DEPS))
+	@command -v npm >/dev/null || { $(call apt_install,npm); }
 
 generate-deps:
 	@$(call apt_install,$(GENERATE_DEPS))

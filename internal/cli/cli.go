@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/session"
@@ -55,6 +56,9 @@ Flags:
   --deny PATH        refuse this tree even inside DIR or a grant (repeatable);
                      ~/.ssh, ~/.aws, ~/.gnupg, ~/.kube, shell histories and
                      other secrets of your home are always refused
+  --deny PATTERN     refuse files so named in DIR and the grants: '*.pem',
+                     'id_*', '.env*' (quote it); *.pem, *.key, id_*, .env*,
+                     ... are refused inside your grants without asking
   --unprotect PATH   let the agent write this protected entry of DIR
                      (repeatable); it may read but not create, change or
                      remove what your own tools run outside the jail:
@@ -145,12 +149,17 @@ type options struct {
 	allowWrite []string
 	deny       []string
 	unprotect  []string
-	profiles   []string
-	reportPath string
-	format     string
-	engine     string
-	help       bool
+	// denyPatterns are the --deny arguments that are name patterns.
+	denyPatterns []string
+	profiles     []string
+	reportPath   string
+	format       string
+	engine       string
+	help         bool
 }
+
+// isPattern tells a --deny name pattern ('*.pem') from a path.
+func isPattern(s string) bool { return strings.ContainsAny(s, "*?[") }
 
 type listFlag struct{ v *[]string }
 
@@ -208,11 +217,18 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("more than one directory given (%s): put the command after --, e.g. agent-lock %s -- %s",
 			strings.Join(pos, " "), pos[0], strings.Join(pos[1:], " "))
 	}
+	var paths []string
 	for _, d := range o.deny {
-		if strings.ContainsAny(d, "*?[") {
-			return o, fmt.Errorf("--deny %q: patterns are not supported yet; name an existing file or folder", d)
+		if !isPattern(d) {
+			paths = append(paths, d)
+			continue
 		}
+		if err := jail.CheckPattern(d); err != nil {
+			return o, fmt.Errorf("--deny: %w", err)
+		}
+		o.denyPatterns = append(o.denyPatterns, d)
 	}
+	o.deny = paths
 	for _, n := range o.passEnv {
 		if n == "" || strings.ContainsAny(n, "= \x00") {
 			return o, fmt.Errorf("--env %q: give a variable name (its value comes from your environment), e.g. --env GITHUB_TOKEN", n)

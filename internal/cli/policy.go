@@ -37,7 +37,7 @@ func applyPolicyFiles(o *options, home, dir string) ([]string, error) {
 		}
 	}
 	var used []string
-	var lists struct{ allow, allowWrite, deny, unprotect, allowUnix, env []string }
+	var lists struct{ allow, allowWrite, deny, denyPatterns, unprotect, allowUnix, env []string }
 	for _, f := range []*policy.File{homeFile, projFile} {
 		if f == nil {
 			continue
@@ -46,6 +46,7 @@ func applyPolicyFiles(o *options, home, dir string) ([]string, error) {
 		lists.allow = append(lists.allow, f.Allow...)
 		lists.allowWrite = append(lists.allowWrite, f.AllowWrite...)
 		lists.deny = append(lists.deny, f.Deny...)
+		lists.denyPatterns = append(lists.denyPatterns, f.DenyPatterns...)
 		lists.unprotect = append(lists.unprotect, f.Unprotect...)
 		lists.allowUnix = append(lists.allowUnix, f.AllowUnix...)
 		lists.env = append(lists.env, f.Env...)
@@ -53,6 +54,7 @@ func applyPolicyFiles(o *options, home, dir string) ([]string, error) {
 	o.allow = append(lists.allow, o.allow...)
 	o.allowWrite = append(lists.allowWrite, o.allowWrite...)
 	o.deny = append(lists.deny, o.deny...)
+	o.denyPatterns = append(lists.denyPatterns, o.denyPatterns...)
 	o.unprotect = slices.Compact(append(lists.unprotect, o.unprotect...))
 	o.allowUnix = append(lists.allowUnix, o.allowUnix...)
 	o.passEnv = append(lists.env, o.passEnv...)
@@ -99,7 +101,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	plan, err := session.MakePlan(session.Options{
 		Dir: dir, Command: o.command, AllowUnix: o.allowUnix, Allow: o.allow, AllowWrite: o.allowWrite,
-		Deny: o.deny, Unprotect: o.unprotect, Profiles: o.profiles,
+		Deny: o.deny, Unprotect: o.unprotect, Profiles: o.profiles, DenyPatterns: o.denyPatterns,
 	}, agent)
 	if err != nil {
 		return fail(err)
@@ -134,6 +136,14 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "  by kind                /proc /sys /dev                          the agent's own /proc entries and the system-wide ones, /sys read-only;")
 	fmt.Fprintln(stdout, "                                                                  null, zero, full, random, urandom, tty, ptmx, its terminals")
 	fmt.Fprintln(stdout, "  refused                everything else")
+	fmt.Fprintln(stdout, "\nrefused by name (the file's own name):")
+	for _, p := range plan.Policy.Patterns() {
+		where := "in your grants"
+		if p.Scope&jail.InProject != 0 {
+			where = "in the project and your grants"
+		}
+		fmt.Fprintf(stdout, "  %-22s %s\n", p.Glob, where)
+	}
 	fmt.Fprintln(stdout, "\nprotected in the project (read-only to the agent; --unprotect PATH lifts one):")
 	for _, p := range plan.Policy.Protect {
 		if p.DirOnly {

@@ -79,7 +79,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot,
 		AllowUnix: o.allowUnix, Version: version(), PassEnv: o.passEnv, Engine: o.engine,
 		Allow: o.allow, AllowWrite: o.allowWrite, Unprotect: o.unprotect,
-		Profiles: o.profiles,
+		Profiles: o.profiles, DenyPatterns: o.denyPatterns,
 		// The recordings are what watch shows: a grant over them must
 		// not let the agent rewrite its own.
 		Deny: append(slices.Clone(o.deny), recDir),

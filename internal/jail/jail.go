@@ -32,6 +32,8 @@ const (
 	Deny    RuleFlags = 1 << 3 // refused even inside a grant
 	Socket  RuleFlags = 1 << 4 // a unix socket the jail may connect to
 	Protect RuleFlags = 1 << 5 // Config.Protect's entries lie below it
+	Grant   RuleFlags = 1 << 6 // a grant the user made: InGrants patterns apply below it
+	Project RuleFlags = 1 << 7 // the project directory: InProject patterns apply below it
 )
 
 // Rule is one root of the policy: a path and what it grants.
@@ -59,6 +61,8 @@ type Config struct {
 	// Protect are entries below the Protect rule the agent may read but
 	// not make or change.
 	Protect []Protected
+	// Patterns are names refused below the rules their scope names.
+	Patterns []Pattern
 	// Observe loads only the tracepoint programs, which watch opens and
 	// execs and report what another LSM (Landlock) decided, for kernels
 	// that cannot run the hooks. They refuse nothing: the caller must have
@@ -177,11 +181,26 @@ func Load(cfg Config) (*Jail, error) {
 	}
 	var ttys [4]uint32
 	copy(ttys[:], cfg.TTYs)
+	// The pattern count is read-only to the programs, so it is set before
+	// the load; the patterns themselves are written after it (below).
+	var patCount, patScopes uint32
+	for _, p := range cfg.Patterns {
+		if err := CheckPattern(p.Glob); err != nil {
+			return nil, fmt.Errorf("load jail: %w", err)
+		}
+		patCount++
+		patScopes |= uint32(p.Scope)
+	}
+	if patCount > PatternMax {
+		return nil, fmt.Errorf("load jail: %d deny patterns, the kernel's table holds %d", patCount, PatternMax)
+	}
 	for name, v := range map[string]any{
 		"jail_cgroup_id":  cfg.CgroupID,
 		"audit_mode":      boolU32(cfg.Audit),
 		"stream_inbounds": boolU32(cfg.StreamInBounds),
 		"tty_rdev":        ttys,
+		"pat_count":       patCount,
+		"pat_scopes":      patScopes,
 	} {
 		if err := set(name, v); err != nil {
 			return nil, fmt.Errorf("load jail: set %s: %w", name, err)
@@ -213,6 +232,14 @@ func Load(cfg Config) (*Jail, error) {
 	}
 	for node, path := range protNames {
 		j.rules[protRule+node] = "protected " + path
+	}
+	_, _, patNames, err := fillPatterns(coll.Maps["patterns"], cfg.Patterns)
+	if err != nil {
+		j.Close()
+		return nil, fmt.Errorf("load jail: %w", err)
+	}
+	for id, name := range patNames {
+		j.rules[id] = name
 	}
 	// Attach before registering: registration goes through file_open. No
 	// process is jailed yet, and an empty rule map denies everything, so

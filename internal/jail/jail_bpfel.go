@@ -101,6 +101,15 @@ type jailMark struct {
 	Created uint32
 }
 
+type jailPattern struct {
+	_     structs.HostLayout
+	Kind  uint32
+	Len   uint32
+	Scope uint32
+	Pad   uint32
+	S     [32]int8
+}
+
 type jailPending struct {
 	_      structs.HostLayout
 	Dentry uint64
@@ -160,6 +169,7 @@ const (
 	jailMapEvents                 = "events"
 	jailMapMarks                  = "marks"
 	jailMapOwned                  = "owned"
+	jailMapPatterns               = "patterns"
 	jailMapPendings               = "pendings"
 	jailMapProtect                = "protect"
 	jailMapReg                    = "reg"
@@ -222,6 +232,8 @@ const (
 	jailProgUnixStreamConnect     = "unix_stream_connect"
 	jailVarAuditMode              = "audit_mode"
 	jailVarJailCgroupId           = "jail_cgroup_id"
+	jailVarPatCount               = "pat_count"
+	jailVarPatScopes              = "pat_scopes"
 	jailVarStreamInbounds         = "stream_inbounds"
 	jailVarTtyRdev                = "tty_rdev"
 	jailVarWalkOpaque             = "walk_opaque"
@@ -335,6 +347,7 @@ type jailMapSpecs struct {
 	Events   *ebpf.MapSpec `ebpf:"events"`
 	Marks    *ebpf.MapSpec `ebpf:"marks"`
 	Owned    *ebpf.MapSpec `ebpf:"owned"`
+	Patterns *ebpf.MapSpec `ebpf:"patterns"`
 	Pendings *ebpf.MapSpec `ebpf:"pendings"`
 	Protect  *ebpf.MapSpec `ebpf:"protect"`
 	Reg      *ebpf.MapSpec `ebpf:"reg"`
@@ -348,6 +361,8 @@ type jailMapSpecs struct {
 type jailVariableSpecs struct {
 	AuditMode      *ebpf.VariableSpec `ebpf:"audit_mode"`
 	JailCgroupId   *ebpf.VariableSpec `ebpf:"jail_cgroup_id"`
+	PatCount       *ebpf.VariableSpec `ebpf:"pat_count"`
+	PatScopes      *ebpf.VariableSpec `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.VariableSpec `ebpf:"stream_inbounds"`
 	TtyRdev        *ebpf.VariableSpec `ebpf:"tty_rdev"`
 	WalkOpaque     *ebpf.VariableSpec `ebpf:"walk_opaque"`
@@ -378,6 +393,7 @@ type jailMaps struct {
 	Events   *ebpf.Map `ebpf:"events"`
 	Marks    *ebpf.Map `ebpf:"marks"`
 	Owned    *ebpf.Map `ebpf:"owned"`
+	Patterns *ebpf.Map `ebpf:"patterns"`
 	Pendings *ebpf.Map `ebpf:"pendings"`
 	Protect  *ebpf.Map `ebpf:"protect"`
 	Reg      *ebpf.Map `ebpf:"reg"`
@@ -392,6 +408,7 @@ func (m *jailMaps) Close() error {
 		m.Events,
 		m.Marks,
 		m.Owned,
+		m.Patterns,
 		m.Pendings,
 		m.Protect,
 		m.Reg,
@@ -406,6 +423,8 @@ func (m *jailMaps) Close() error {
 type jailVariables struct {
 	AuditMode      *ebpf.Variable `ebpf:"audit_mode"`
 	JailCgroupId   *ebpf.Variable `ebpf:"jail_cgroup_id"`
+	PatCount       *ebpf.Variable `ebpf:"pat_count"`
+	PatScopes      *ebpf.Variable `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.Variable `ebpf:"stream_inbounds"`
 	TtyRdev        *ebpf.Variable `ebpf:"tty_rdev"`
 	WalkOpaque     *ebpf.Variable `ebpf:"walk_opaque"`

@@ -16,6 +16,12 @@ import (
 // from Landlock under that engine. Tracepoints load on every kernel we
 // support, the development machines' included.
 func newObserved(t *testing.T, protect ...jail.Protected) *cell {
+	return newObservedPolicy(t, func(p *policy.Policy) { p.Protect = protect })
+}
+
+// newObservedPolicy is newObserved with the cell's policy set by edit
+// (DIR and the outside folder are made already).
+func newObservedPolicy(t *testing.T, edit func(*policy.Policy)) *cell {
 	t.Helper()
 	f, err := kernel.Probe()
 	if err != nil {
@@ -45,12 +51,15 @@ func newObserved(t *testing.T, protect ...jail.Protected) *cell {
 	// files lie in one (/tmp): leave those rules out, as the observers
 	// count a file there as the jail's own.
 	var rules []jail.Rule
-	for _, r := range (policy.Policy{Dir: dir, Protect: protect}).Rules() {
+	pol := policy.Policy{Dir: dir}
+	edit(&pol)
+	for _, r := range pol.Rules() {
 		if r.Flags&jail.Scratch == 0 {
 			rules = append(rules, r)
 		}
 	}
-	j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, StreamInBounds: true, Rules: rules, Protect: protect})
+	j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, StreamInBounds: true, Rules: rules,
+		Protect: pol.Protect, Patterns: pol.Patterns()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +163,46 @@ func TestObserveProtected(t *testing.T) {
 	} {
 		if got, ok := rules[filepath.Join(c.dir, rel)]; !ok || got != want {
 			t.Errorf("write of %s: rule %q (reported: %v), want %q", rel, got, ok, want)
+		}
+	}
+}
+
+// TestObservePatterns: the secret-name patterns, through the observers:
+// the built-in ones inside a grant the user made, the user's in DIR too;
+// nothing else there is touched by them.
+func TestObservePatterns(t *testing.T) {
+	var out string
+	c := newObservedPolicy(t, func(p *policy.Policy) {
+		out = filepath.Join(filepath.Dir(p.Dir), "project2")
+		p.AllowWrite = []string{out}
+		p.DenyPatterns = []string{"*.secret"}
+	})
+	if c.out != out {
+		t.Fatalf("outside folder %s, want %s", c.out, out)
+	}
+	got, _ := c.run(`for f in "$OUT/server.pem" "$OUT/id_ed25519" "$OUT/.env.local" "$OUT/notes.txt" "$OUT/x.secret" \
+			key.pem .env.local y.secret; do echo x > "$f"; done; echo done`)
+	if got != "done\n" {
+		t.Fatalf("script: %q", got)
+	}
+	rules := map[string]string{}
+	for _, e := range c.events() {
+		if e.Op == "write" {
+			rules[e.Path] = e.Rule
+		}
+	}
+	for path, want := range map[string]string{
+		filepath.Join(out, "server.pem"):   "deny pattern *.pem",
+		filepath.Join(out, "id_ed25519"):   "deny pattern id_*",
+		filepath.Join(out, ".env.local"):   "deny pattern .env*",
+		filepath.Join(out, "x.secret"):     "deny pattern *.secret",
+		filepath.Join(c.dir, "y.secret"):   "deny pattern *.secret",
+		filepath.Join(out, "notes.txt"):    "--allow-write " + out,
+		filepath.Join(c.dir, "key.pem"):    "project directory",
+		filepath.Join(c.dir, ".env.local"): "project directory",
+	} {
+		if rules[path] != want {
+			t.Errorf("write of %s: rule %q, want %q", path, rules[path], want)
 		}
 	}
 }

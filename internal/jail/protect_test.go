@@ -72,3 +72,24 @@ func TestCheckProtected(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPattern(t *testing.T) {
+	for _, good := range []string{"*.pem", "id_*", ".env*", ".netrc"} {
+		if err := CheckPattern(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+	for _, bad := range []string{"*", "a*b", "*a*", "?x", "[ab]", "a/b*", "*" + strings.Repeat("x", 32)} {
+		if err := CheckPattern(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	kind, lit, _ := compilePattern("*.pem")
+	if kind != patSuffix || lit != ".pem" {
+		t.Errorf("*.pem: %d %q", kind, lit)
+	}
+	kind, lit, _ = compilePattern("id_*")
+	if kind != patPrefix || lit != "id_" {
+		t.Errorf("id_*: %d %q", kind, lit)
+	}
+}

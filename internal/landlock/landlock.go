@@ -268,6 +268,7 @@ func Limits(abi int) []string {
 		"other processes' /proc cmdline and status",
 		"writes through hard links made before the session",
 		"protected files in the project (.git/hooks, .git/config, .envrc, ...): Landlock grants the directory whole",
+		"secrets by name inside grants (*.pem, id_*, .env*, --deny PATTERN): Landlock grants by path",
 	}
 	if abi < 9 {
 		l = append(l, "pathname unix sockets, e.g. ssh-agent, docker.sock (closed from ABI 9)")

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/agent-lock/agent-lock/internal/jail"
 )
 
 // File is a policy file: the command line's settings, written down. The
@@ -30,9 +32,11 @@ type File struct {
 	Allow      []string `toml:"allow"`
 	AllowWrite []string `toml:"allow-write"`
 	Deny       []string `toml:"deny"`
-	Unprotect  []string `toml:"unprotect"`
-	AllowUnix  []string `toml:"allow-unix"`
-	Env        []string `toml:"env"`
+	// DenyPatterns are the deny entries that are name patterns ("*.pem").
+	DenyPatterns []string `toml:"-"`
+	Unprotect    []string `toml:"unprotect"`
+	AllowUnix    []string `toml:"allow-unix"`
+	Env          []string `toml:"env"`
 	// TrustedProjects are project directories whose own policy file may
 	// widen the cell. Without it a project's file (which came with the
 	// repository, from whoever wrote it) may only narrow: deny.
@@ -101,13 +105,25 @@ func LoadFile(path, home, base string) (*File, error) {
 	default:
 		return nil, &FileError{Path: path, Line: f.keyLine("engine"), Key: "engine", Msg: fmt.Sprintf("%q: use auto, bpf-lsm or landlock", f.Engine)}
 	}
+	var paths []string
+	for _, d := range f.Deny {
+		if !strings.ContainsAny(d, "*?[") {
+			paths = append(paths, d)
+			continue
+		}
+		if err := jail.CheckPattern(d); err != nil {
+			return nil, &FileError{Path: path, Line: f.valueLine("deny", d), Key: "deny", Msg: err.Error()}
+		}
+		f.DenyPatterns = append(f.DenyPatterns, d)
+	}
+	f.Deny = paths
 	for _, l := range []struct {
 		key  string
 		list []string
 	}{{"allow", f.Allow}, {"allow-write", f.AllowWrite}, {"deny", f.Deny}, {"allow-unix", f.AllowUnix}, {"trusted-projects", f.TrustedProjects}} {
 		for i, p := range l.list {
 			if strings.ContainsAny(p, "*?[") {
-				return nil, &FileError{Path: path, Line: f.valueLine(l.key, p), Key: l.key, Msg: fmt.Sprintf("%q: patterns are not supported yet; name an existing file or folder", p)}
+				return nil, &FileError{Path: path, Line: f.valueLine(l.key, p), Key: l.key, Msg: fmt.Sprintf("%q: a pattern is for deny only; name an existing file or folder", p)}
 			}
 			abs, err := expand(p, home, base)
 			if err == nil {

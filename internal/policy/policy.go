@@ -111,6 +111,14 @@ func Unprotect(dir string, paths []string) ([]jail.Protected, error) {
 	return out, nil
 }
 
+// SecretPatterns are names refused inside the user's grants (--allow,
+// --allow-write, a policy file's), whatever folder they are in: keys,
+// certificates with their keys, keystores, dotenv files. Not inside DIR,
+// where the user chooses (--deny '.env*'), nor inside a profile's grants
+// (install trees carry CA bundles named *.pem that TLS needs), nor in the
+// system set (/etc/ssl/certs is public).
+var SecretPatterns = []string{"*.pem", "*.key", "*.p12", "*.pfx", "*.kdbx", "id_*", ".env*", ".netrc", ".pgpass"}
+
 // Policy is the input of one cell.
 type Policy struct {
 	Dir       string   // read-write, resolved
@@ -127,9 +135,24 @@ type Policy struct {
 	// Protect are the protected entries of Dir (Protected, less
 	// --unprotect).
 	Protect []jail.Protected
-	// Names overrides the name of a grant's rule, by its path (a
-	// profile's grants: "profile claude").
-	Names map[string]string
+	// Profiled are the grants a profile made, by path, with its name
+	// ("profile claude"); SecretPatterns do not apply below them.
+	Profiled map[string]string
+	// DenyPatterns are names refused in DIR and in grants (--deny
+	// '*.pem'), on top of SecretPatterns.
+	DenyPatterns []string
+}
+
+// Patterns are the name patterns the kernel refuses, and where.
+func (p Policy) Patterns() []jail.Pattern {
+	var out []jail.Pattern
+	for _, g := range SecretPatterns {
+		out = append(out, jail.Pattern{Glob: g, Scope: jail.InGrants})
+	}
+	for _, g := range p.DenyPatterns {
+		out = append(out, jail.Pattern{Glob: g, Scope: jail.InGrants | jail.InProject})
+	}
+	return out
 }
 
 // Rules returns the rule roots in registration order. Paths that do not exist
@@ -166,19 +189,20 @@ func (p Policy) Rules() []jail.Rule {
 	for _, r := range ScratchRoots {
 		add(r, jail.Scratch, "scratch "+r)
 	}
-	grant := func(flag, g string) string {
-		if n, ok := p.Names[g]; ok {
-			return n
+	grant := func(g string, f jail.RuleFlags, flag string) {
+		if n, ok := p.Profiled[g]; ok {
+			add(g, f, n)
+		} else {
+			add(g, f|jail.Grant, flag+" "+g)
 		}
-		return flag + " " + g
 	}
 	for _, g := range p.Allow {
-		add(g, jail.Read, grant("--allow", g))
+		grant(g, jail.Read, "--allow")
 	}
 	for _, g := range p.AllowWrite {
-		add(g, jail.Read|jail.Write, grant("--allow-write", g))
+		grant(g, jail.Read|jail.Write, "--allow-write")
 	}
-	dirFlags := jail.Read | jail.Write
+	dirFlags := jail.Read | jail.Write | jail.Project
 	if len(p.Protect) > 0 {
 		dirFlags |= jail.Protect
 	}

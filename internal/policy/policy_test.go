@@ -27,9 +27,9 @@ func TestGrantsAndDenials(t *testing.T) {
 		flags[r.Path] |= r.Flags
 	}
 	want := map[string]jail.RuleFlags{
-		home:                                 jail.Read,
-		filepath.Join(home, "proj"):          jail.Read | jail.Write,
-		filepath.Join(home, "cache"):         jail.Read | jail.Write,
+		home:                                 jail.Read | jail.Grant,
+		filepath.Join(home, "proj"):          jail.Read | jail.Write | jail.Project,
+		filepath.Join(home, "cache"):         jail.Read | jail.Write | jail.Grant,
 		filepath.Join(home, "ref"):           jail.Deny,
 		filepath.Join(home, ".ssh"):          jail.Deny, // ...but never its secrets
 		filepath.Join(home, ".aws"):          jail.Deny,
@@ -96,6 +96,30 @@ func TestUnprotect(t *testing.T) {
 	} {
 		if _, err := Unprotect("/p", []string{tc.arg}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--unprotect %s: %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+}
+
+// A profile's grants are named after it and carry no Grant flag: the
+// secret-name patterns are for the user's own grants.
+func TestProfiledGrantsAndPatterns(t *testing.T) {
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, "proj"), 0o755)
+	os.MkdirAll(filepath.Join(home, ".npm"), 0o755)
+	p := Policy{Dir: filepath.Join(home, "proj"), AllowWrite: []string{filepath.Join(home, ".npm")},
+		Profiled: map[string]string{filepath.Join(home, ".npm"): "profile node"}, DenyPatterns: []string{"*.secret"}}
+	for _, r := range p.Rules() {
+		if r.Path == filepath.Join(home, ".npm") && (r.Flags&jail.Grant != 0 || r.Name != "profile node") {
+			t.Errorf("profile grant: %+v", r)
+		}
+	}
+	pats := p.Patterns()
+	if len(pats) != len(SecretPatterns)+1 || pats[0].Scope != jail.InGrants || pats[len(pats)-1].Scope != jail.InGrants|jail.InProject {
+		t.Errorf("patterns %+v", pats)
+	}
+	for _, g := range SecretPatterns {
+		if err := jail.CheckPattern(g); err != nil {
+			t.Error(err)
 		}
 	}
 }

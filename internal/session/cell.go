@@ -81,6 +81,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	cfg.CgroupID = cg.ID
 	cfg.Rules = rules
 	cfg.Protect = p.Protect
+	cfg.Patterns = p.Patterns()
 	if !cfg.Observe {
 		// Landlock holds without agent-lock by construction; pinning the
 		// observers would only keep reports flowing to no one.

@@ -38,6 +38,10 @@ func TestGrantsAndDenials(t *testing.T) {
 	mk("g/other/secret.txt", "OTHER\n")
 	mk(".ssh/id_ed25519", "KEY\n")
 	mk(".bash_history", "export TOKEN=x\n")
+	mk("g/other/server.pem", "CERT AND KEY\n")
+	mk("g/other/id_rsa", "KEY\n")
+	mk("g/proj/key.pem", "a test fixture\n")
+	mk("g/proj/x.secret", "S\n")
 	dir := filepath.Join(home, "g/proj")
 
 	run := func(script string, flags ...string) (map[string]string, []report.Event) {
@@ -91,10 +95,16 @@ try read-history cat ~/.bash_history
 try list-recordings ls ~/.local/state/agent-lock
 try forge-recording sh -c 'echo {} > ~/.local/state/agent-lock/forged.jsonl'
 try write-home sh -c 'echo x > ~/g/notes'
-try read-other cat ~/g/other/secret.txt`,
-		"--allow-write", home)
+try read-other cat ~/g/other/secret.txt
+try read-pem cat ~/g/other/server.pem
+try rename-pem mv ~/g/other/server.pem ~/g/other/server.txt
+try read-idrsa cat ~/g/other/id_rsa
+try read-pem-in-dir cat key.pem
+try read-user-pattern cat x.secret`,
+		"--allow-write", home, "--deny", "*.secret")
 	want = map[string]string{"read-key": "refused", "read-history": "refused", "list-recordings": "refused",
-		"forge-recording": "refused", "write-home": "ok", "read-other": "ok"}
+		"forge-recording": "refused", "write-home": "ok", "read-other": "ok", "read-pem": "refused",
+		"rename-pem": "refused", "read-idrsa": "refused", "read-pem-in-dir": "ok", "read-user-pattern": "refused"}
 	for k, v := range want {
 		if res[k] != v {
 			t.Errorf("under --allow-write ~, %s: %q, want %s (all: %v)", k, res[k], v, res)
@@ -109,9 +119,19 @@ try read-other cat ~/g/other/secret.txt`,
 	if !reported {
 		t.Errorf("the refused key read was not reported: %v", escapes)
 	}
-	for _, e := range escapes {
-		if e.Path == filepath.Join(home, ".ssh/id_ed25519") && e.Rule != "home secret ~/.ssh" {
-			t.Errorf("the key read names rule %q, want %q", e.Rule, "home secret ~/.ssh")
+	for path, rule := range map[string]string{".ssh/id_ed25519": "home secret ~/.ssh", "g/other/server.pem": "deny pattern *.pem",
+		"g/other/id_rsa": "deny pattern id_*", "g/proj/x.secret": "deny pattern *.secret"} {
+		found := false
+		for _, e := range escapes {
+			if e.Path == filepath.Join(home, path) && e.Op == "read" {
+				found = true
+				if e.Rule != rule {
+					t.Errorf("the read of ~/%s names rule %q, want %q", path, e.Rule, rule)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("the refused read of ~/%s was not reported", path)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(home, ".local/state/agent-lock/forged.jsonl")); err == nil {

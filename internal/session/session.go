@@ -69,6 +69,8 @@ type Options struct {
 	// Unprotect lifts protected entries of DIR (policy.Protected), by
 	// path relative to DIR or absolute inside it.
 	Unprotect []string
+	// DenyPatterns are names refused in DIR and the grants ("*.pem").
+	DenyPatterns []string
 	// Profiles name the agent profiles to grant (profile.All); empty:
 	// the one the command's name selects, if any; "none": no profile.
 	Profiles []string
@@ -397,7 +399,7 @@ func MakePlan(o Options, agent Agent) (Plan, error) {
 	}
 	return Plan{Argv: argv, Path: path, Profiles: prof, Policy: policy.Policy{
 		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Deny: deny,
-		Home: agent.Home, Protect: protect, Names: names,
+		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns,
 	}}, nil
 }
 

@@ -88,6 +88,8 @@ const volatile __u64 jail_cgroup_id = 0;
 const volatile __u32 audit_mode = 0;
 const volatile __u32 stream_inbounds = 0;
 const volatile __u32 tty_rdev[4] = {};
+const volatile __u32 pat_count = 0;     /* patterns in use */
+const volatile __u32 pat_scopes = 0;    /* PAT_IN_* any pattern has */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -109,6 +111,13 @@ struct {
 	__type(key, struct prot_key);
 	__type(value, struct prot);
 } protect SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PAT_MAX);
+	__type(key, __u32);
+	__type(value, struct pattern);
+} patterns SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -573,6 +582,70 @@ static __always_inline void protected(struct walk *w, struct verdict *v)
 		v->node = node;
 }
 
+/* A name matched against the patterns (bpf_loop's context). */
+struct patq {
+	__u64 name;    /* kernel pointer to the name */
+	__u32 len;
+	__u32 scope;   /* PAT_IN_* that apply here */
+	__u32 matched; /* index + 1 of the first pattern that matched */
+	__u32 pad;
+};
+
+static long pat_step(__u32 i, struct patq *q)
+{
+	struct pattern *p;
+	char buf[PAT_LEN] = {};
+	__u32 n, off = 0, j;
+
+	if (i >= pat_count)
+		return 1;
+	p = bpf_map_lookup_elem(&patterns, &i);
+	if (!p || !(p->scope & q->scope))
+		return 0;
+	n = p->len;
+	if (n == 0 || n >= PAT_LEN || n > q->len)
+		return 0;
+	switch (p->kind) {
+	case PAT_EXACT:
+		if (n != q->len)
+			return 0;
+		break;
+	case PAT_PREFIX:
+		break;
+	case PAT_SUFFIX:
+		off = q->len - n;
+		break;
+	default:
+		return 0;
+	}
+	if (bpf_probe_read_kernel(buf, n & (PAT_LEN - 1), (void *)(q->name + off)))
+		return 0;
+	for (j = 0; j < PAT_LEN; j++) {
+		if (j >= n)
+			break;
+		if (buf[j] != p->s[j])
+			return 0;
+	}
+	q->matched = i + 1;
+	return 1;
+}
+
+/* secret_name says whether d's own name matches a pattern of scope: the
+ * pattern's index + 1, or 0. */
+static __always_inline __u32 secret_name(struct dentry *d, __u32 scope)
+{
+	struct patq q = { .scope = scope };
+
+	if (!pat_count || !(pat_scopes & scope))
+		return 0;
+	q.len = BPF_CORE_READ(d, d_name.len);
+	q.name = (__u64)BPF_CORE_READ(d, d_name.name);
+	if (q.len == 0 || q.len > 255)
+		return 0;
+	bpf_loop(PAT_MAX, pat_step, &q, 0);
+	return q.matched;
+}
+
 /* What classify is asked: the dentry, its inode (0 for a negative dentry),
  * and whether that inode carries the jail's created mark, which only the
  * calling program can look up (inode storage needs a kernel pointer). */
@@ -697,6 +770,15 @@ __noinline int classify(struct query *q)
 	}
 	if (!w.nearest)
 		return 0;
+	if ((w.nearest & (RULE_GRANT | RULE_PROJECT)) && w.nearest_at > 0) {
+		__u32 m = secret_name(d, (w.nearest & RULE_GRANT) ? PAT_IN_GRANTS : PAT_IN_PROJECT);
+
+		if (m) {
+			/* Refused like a denied path: outside, named by the pattern. */
+			v->rule = PAT_RULE + m - 1;
+			return 0;
+		}
+	}
 	v->rule = w.nearest_id;
 	v->is_root = w.nearest_at == 0;
 	if (w.nearest & RULE_PROTECT)

@@ -115,6 +115,8 @@ struct rule_key {
 #define RULE_DENY    (1 << 3) /* denied even inside a grant */
 #define RULE_SOCKET  (1 << 4) /* a unix socket the user allowed by path */
 #define RULE_PROTECT (1 << 5) /* the protected entries (struct prot) lie below it */
+#define RULE_GRANT   (1 << 6) /* a grant the user made: PAT_IN_GRANTS patterns apply below it */
+#define RULE_PROJECT (1 << 7) /* DIR: PAT_IN_PROJECT patterns apply below it */
 
 struct rule {
 	__u32 flags;
@@ -136,6 +138,29 @@ struct rule {
 #define PROT_TREE  (1 << 0)   /* the entry and everything below it are read-only */
 #define PROT_ENTRY (1 << 1)   /* the name may be made only as a directory (mkdir):
                                * never as a file, link or symlink, nor renamed onto */
+
+/*
+ * Name patterns of secrets, refused wherever they apply (the file's own
+ * name, not its folders'): *.pem, id_*, .env* ... written by agent-lock
+ * before the programs attach, PAT_MAX at most, each at most PAT_LEN-1
+ * bytes. The nearest rule above the file says which apply.
+ */
+#define PAT_MAX 16
+#define PAT_LEN 32
+#define PAT_RULE 0x200000 /* event.rule of a pattern: PAT_RULE + its index */
+#define PAT_EXACT  1
+#define PAT_PREFIX 2      /* id_*  */
+#define PAT_SUFFIX 3      /* *.pem */
+#define PAT_IN_GRANTS  (1 << 0) /* below RULE_GRANT roots */
+#define PAT_IN_PROJECT (1 << 1) /* below RULE_PROJECT (DIR) */
+
+struct pattern {
+	__u32 kind;  /* PAT_EXACT, PAT_PREFIX, PAT_SUFFIX; 0: unused slot */
+	__u32 len;
+	__u32 scope; /* PAT_IN_* */
+	__u32 pad;
+	char s[PAT_LEN];
+};
 
 struct prot_key {
 	__u32 parent;          /* node of the directory it is in */
