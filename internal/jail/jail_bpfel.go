@@ -236,7 +236,6 @@ const (
 	jailVarPatScopes              = "pat_scopes"
 	jailVarStreamInbounds         = "stream_inbounds"
 	jailVarTtyRdev                = "tty_rdev"
-	jailVarWalkOpaque             = "walk_opaque"
 )
 
 // loadJail returns the embedded CollectionSpec for jail.
@@ -365,7 +364,6 @@ type jailVariableSpecs struct {
 	PatScopes      *ebpf.VariableSpec `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.VariableSpec `ebpf:"stream_inbounds"`
 	TtyRdev        *ebpf.VariableSpec `ebpf:"tty_rdev"`
-	WalkOpaque     *ebpf.VariableSpec `ebpf:"walk_opaque"`
 }
 
 // jailObjects contains all objects after they have been loaded into the kernel.
@@ -427,7 +425,6 @@ type jailVariables struct {
 	PatScopes      *ebpf.Variable `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.Variable `ebpf:"stream_inbounds"`
 	TtyRdev        *ebpf.Variable `ebpf:"tty_rdev"`
-	WalkOpaque     *ebpf.Variable `ebpf:"walk_opaque"`
 }
 
 // jailPrograms contains all programs after they have been loaded into the kernel.

@@ -80,9 +80,6 @@ char LICENSE[] SEC("license") = "GPL";
 #define P_WRITE 2
 #define P_CREATE 4
 
-/* Zero, but not read-only: see classify. */
-__u64 walk_opaque = 0;
-
 /* Set by agent-lock before load. */
 const volatile __u64 jail_cgroup_id = 0;
 const volatile __u32 audit_mode = 0;
@@ -421,11 +418,7 @@ struct walk {
 	__u32 done;
 	__u32 at_root;
 	__u64 sb_root;
-	/* The last three dentries walked (below[0] the latest), and what they
-	 * were when the nearest rule was found: the first components of the
-	 * target's path below that root, top first, for the protect trie. */
-	__u64 below[PROT_DEPTH];
-	__u64 top[PROT_DEPTH];
+	__u64 nearest_d;  /* the nearest rule's dentry */
 };
 
 static long walk_step(__u32 i, struct walk *w)
@@ -450,15 +443,10 @@ static long walk_step(__u32 i, struct walk *w)
 				w->nearest = r->flags;
 				w->nearest_at = i;
 				w->nearest_id = r->id;
-				w->top[0] = w->below[0];
-				w->top[1] = w->below[1];
-				w->top[2] = w->below[2];
+				w->nearest_d = (__u64)d;
 			}
 		}
 	}
-	w->below[2] = w->below[1];
-	w->below[1] = w->below[0];
-	w->below[0] = (__u64)d;
 	p = BPF_CORE_READ(d, d_parent);
 	if (!p || p == d) {
 		w->done = 1;
@@ -548,38 +536,109 @@ static __always_inline struct prot *prot_child(__u32 parent, struct dentry *d)
 	return bpf_map_lookup_elem(&protect, &k);
 }
 
+/* The first components of a target's path below its rule root: a second,
+ * shorter walk up from the target (bpf_loop's context).
+ *
+ * Why not remembered during classify's walk: carrying the last three
+ * dentries along that walk made the 7.x verifiers, which check a bpf_loop
+ * callback until its state converges, process six times as many
+ * instructions for classify (about 16000 instead of 2900, in each of the
+ * seventeen programs that call it), which doubled agent-lock's start under
+ * emulation. Walking again costs one more read per level below the rule
+ * root, and only for RULE_PROTECT roots. */
+struct topq {
+	__u64 cur;
+	__u64 root;  /* the rule root classify's walk found at depth */
+	__u32 depth; /* how far above the target it is (> 0) */
+	__u32 ok;    /* the walk reached root at depth */
+	__u64 top[PROT_DEPTH];
+};
+
+static long top_step(__u32 i, struct topq *t)
+{
+	struct dentry *d = (void *)t->cur;
+	__u32 k;
+
+	if (!d || i >= t->depth)
+		return 1;
+	/* d is the (depth - 1 - i)th component below the root. */
+	k = t->depth - 1 - i;
+	if (k == 0)
+		t->top[0] = (__u64)d;
+	else if (k == 1)
+		t->top[1] = (__u64)d;
+	else if (k == 2)
+		t->top[2] = (__u64)d;
+	t->cur = (__u64)BPF_CORE_READ(d, d_parent);
+	if (k == 0) {
+		t->ok = t->cur == t->root;
+		return 1;
+	}
+	return 0;
+}
+
+/* What protected is asked: the target, its rule root and how far above the
+ * target that root is (classify's walk), and the verdict to complete. */
+struct protq {
+	__u64 dentry;
+	__u64 root;
+	__u32 depth;
+	__u32 pad;
+	struct verdict v;
+};
+
 /* protected follows the target's first components below its RULE_PROTECT
  * root through the trie: inside a PROT_TREE entry the target is read-only
- * (EV_PROTECTED, named by that entry); v->node is the target's own node when
+ * (EV_PROTECTED, named by that entry); v.node is the target's own node when
  * its whole path is in the trie, so that creating a name in it can be checked
- * (check_name). */
-static __always_inline void protected(struct walk *w, struct verdict *v)
+ * (check_name).
+ * A global function, like classify and report_rep: the verifier checks it
+ * once per program, not once for every state of classify that reaches it. */
+__noinline int protected(struct protq *q)
 {
+	struct topq t = {};
 	__u32 node = 0;
 	int k;
 
-	if (w->nearest_at == 0) {
-		v->node = 0;
-		return;
+	if (!q)
+		return 0;
+	if (q->depth == 0) {
+		q->v.node = 0;
+		return 0;
+	}
+	t.cur = q->dentry;
+	t.root = q->root;
+	t.depth = q->depth;
+	/* A value the verifier cannot know, so that writing a slot does not
+	 * change the callback's state (fewer passes until it converges);
+	 * the walk writes every slot read below before t.ok is set. */
+	t.top[0] = t.top[1] = t.top[2] = q->dentry;
+	bpf_loop(MAX_WALK, top_step, &t, 0);
+	if (!t.ok) {
+		/* The path changed under us (a rename between the two walks):
+		 * fail closed, read-only as if the target were protected. */
+		q->v.flags |= EV_PROTECTED;
+		return 0;
 	}
 	for (k = 0; k < PROT_DEPTH; k++) {
-		struct dentry *d = (void *)w->top[k];
+		struct dentry *d = (void *)t.top[k];
 		struct prot *p;
 
-		if (!d || k >= w->nearest_at)
+		if (!d || k >= q->depth)
 			break;
 		p = prot_child(node, d);
 		if (!p)
-			return;
+			return 0;
 		node = p->node;
 		if (p->flags & PROT_TREE) {
-			v->flags |= EV_PROTECTED;
-			v->rule = PROT_RULE + node;
-			return;
+			q->v.flags |= EV_PROTECTED;
+			q->v.rule = PROT_RULE + node;
+			return 0;
 		}
 	}
-	if (w->nearest_at <= PROT_DEPTH)
-		v->node = node;
+	if (q->depth <= PROT_DEPTH)
+		q->v.node = node;
+	return 0;
 }
 
 /* A name matched against the patterns (bpf_loop's context). */
@@ -630,20 +689,20 @@ static long pat_step(__u32 i, struct patq *q)
 	return 1;
 }
 
-/* secret_name says whether d's own name matches a pattern of scope: the
- * pattern's index + 1, or 0. */
-static __always_inline __u32 secret_name(struct dentry *d, __u32 scope)
+/* secret_name says whether the name in q matches a pattern of q->scope:
+ * sets q->matched to the pattern's index + 1.
+ * A global function for the same reason as protected: bpf_loop's callback is
+ * checked once here rather than for every state of classify that reaches it. */
+__noinline int secret_name(struct patq *q)
 {
-	struct patq q = { .scope = scope };
+	struct patq l; /* bpf_loop takes its context on this stack only */
 
-	if (!pat_count || !(pat_scopes & scope))
+	if (!q || q->len == 0 || q->len > 255)
 		return 0;
-	q.len = BPF_CORE_READ(d, d_name.len);
-	q.name = (__u64)BPF_CORE_READ(d, d_name.name);
-	if (q.len == 0 || q.len > 255)
-		return 0;
-	bpf_loop(PAT_MAX, pat_step, &q, 0);
-	return q.matched;
+	l = *q;
+	bpf_loop(PAT_MAX, pat_step, &l, 0);
+	q->matched = l.matched;
+	return 0;
 }
 
 /* What classify is asked: the dentry, its inode (0 for a negative dentry),
@@ -735,14 +794,6 @@ __noinline int classify(struct query *q)
 	}
 
 	w.dentry = (__u64)d;
-	/* Verifiers before 6.7 check a bpf_loop callback as if it ran once,
-	 * from the caller's state: a slot that is a known constant there and
-	 * is only passed along by later iterations (below -> top) looks
-	 * constant after the loop, and the code that reads it is removed as
-	 * dead. Starting below[] from a value the verifier cannot know keeps
-	 * that code; which value does not matter, the walk overwrites what
-	 * protected() reads. */
-	w.below[0] = w.below[1] = w.below[2] = walk_opaque;
 	w.dev = BPF_CORE_READ(sb, s_dev);
 	w.sb_root = (__u64)BPF_CORE_READ(sb, s_root);
 	bpf_loop(MAX_WALK, walk_step, &w, 0);
@@ -771,18 +822,34 @@ __noinline int classify(struct query *q)
 	if (!w.nearest)
 		return 0;
 	if ((w.nearest & (RULE_GRANT | RULE_PROJECT)) && w.nearest_at > 0) {
-		__u32 m = secret_name(d, (w.nearest & RULE_GRANT) ? PAT_IN_GRANTS : PAT_IN_PROJECT);
+		struct patq pq = {
+			.scope = (w.nearest & RULE_GRANT) ? PAT_IN_GRANTS : PAT_IN_PROJECT,
+		};
 
-		if (m) {
+		if (pat_count && (pat_scopes & pq.scope)) {
+			pq.len = BPF_CORE_READ(d, d_name.len);
+			pq.name = (__u64)BPF_CORE_READ(d, d_name.name);
+			secret_name(&pq);
+		}
+		if (pq.matched) {
 			/* Refused like a denied path: outside, named by the pattern. */
-			v->rule = PAT_RULE + m - 1;
+			v->rule = PAT_RULE + pq.matched - 1;
 			return 0;
 		}
 	}
 	v->rule = w.nearest_id;
 	v->is_root = w.nearest_at == 0;
-	if (w.nearest & RULE_PROTECT)
-		protected(&w, v);
+	if (w.nearest & RULE_PROTECT) {
+		struct protq pq = {
+			.dentry = (__u64)d,
+			.root = w.nearest_d,
+			.depth = w.nearest_at,
+			.v = *v,
+		};
+
+		protected(&pq);
+		*v = pq.v;
+	}
 	if (w.nearest & RULE_SCRATCH) {
 		if (w.nearest_at == 0) {
 			/* The scratch directory itself: list it, create in it. */
