@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -128,6 +130,8 @@ func runDashboard(ctx context.Context, opts session.Options, writers []report.Wr
 	p := tea.NewProgram(m, tea.WithContext(ctx))
 	sink := dashboard.NewSink(p.Send)
 	opts.Report = report.Tee(append(writers, sink)...)
+	warns := &warnings{send: p.Send}
+	opts.Warnings = warns
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -143,6 +147,9 @@ func runDashboard(ctx context.Context, opts session.Options, writers []report.Wr
 	_, uiErr := p.Run()
 	stop() // the user quit: the agent and everything it started go now
 	<-ended
+	for _, l := range warns.taken() {
+		fmt.Fprintln(stderr, l)
+	}
 
 	if m.Board().Start == nil {
 		// The agent never started: no session to sum up or replay.
@@ -204,4 +211,44 @@ func watchDirs() ([]string, error) {
 		return nil, err
 	}
 	return recording.Dirs(home, os.Getenv("XDG_STATE_HOME"), uint32(os.Getuid())), nil
+}
+
+// warnings takes the session's warnings while the dashboard owns the
+// terminal: a line written to it there would land in the middle of the
+// screen. Each line goes to the dashboard at once and is printed again
+// once the terminal is restored.
+type warnings struct {
+	mu    sync.Mutex
+	send  func(tea.Msg)
+	part  []byte
+	lines []string
+}
+
+func (w *warnings) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.part = append(w.part, p...)
+	for {
+		i := bytes.IndexByte(w.part, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(w.part[:i])
+		w.part = w.part[i+1:]
+		w.lines = append(w.lines, line)
+		if w.send != nil {
+			w.send(dashboard.WarningMsg(strings.TrimPrefix(line, "agent-lock: ")))
+		}
+	}
+}
+
+// taken returns every line written so far, an unfinished last one included.
+func (w *warnings) taken() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lines := w.lines
+	if len(w.part) > 0 {
+		lines = append(lines, string(w.part))
+	}
+	return lines
 }

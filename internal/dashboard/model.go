@@ -21,6 +21,11 @@ type RecordsMsg []report.Record
 // recording was fully replayed. Err is why it ended early, if it did.
 type EndMsg struct{ Err error }
 
+// WarningMsg is one of agent-lock's own warnings (a cell that could not be
+// pinned, an event reader that failed): the dashboard owns the terminal, so
+// it shows them itself instead of letting them scribble over the screen.
+type WarningMsg string
+
 // tickMsg redraws the screen so the sparkline moves while nothing arrives.
 type tickMsg time.Time
 
@@ -47,6 +52,8 @@ type Model struct {
 	copied         string // the summary shown after c, until the next key
 	ended          bool
 	endErr         error
+	warning        string // the latest WarningMsg
+	warnings       int
 }
 
 // New returns a dashboard over an empty board.
@@ -84,6 +91,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.Err != nil {
 			return m, tea.Quit
 		}
+	case WarningMsg:
+		m.warning, m.warnings = string(msg), m.warnings+1
 	case tickMsg:
 		return m, tick()
 	case tea.WindowSizeMsg:
@@ -96,6 +105,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // key handles one key press.
 func (m *Model) key(k string) tea.Cmd {
+	m.warning = ""
 	if m.copied != "" {
 		m.copied = ""
 		if k != "q" && k != "ctrl+c" {

@@ -361,3 +361,26 @@ func TestLandlockEngineSaysWhatItLeavesOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestWarningsShowInTheFooter: agent-lock's own warnings appear on the
+// dashboard (which owns the terminal) until the next key, counted when
+// there are several, and an agent-chosen name in one is not obeyed.
+func TestWarningsShowInTheFooter(t *testing.T) {
+	m := fed(sampleRecords(), 120, 40)
+	m.Update(WarningMsg("no bpf file system at /sys/fs/bpf"))
+	last := func() string {
+		lines := strings.Split(ansi.Strip(m.View().Content), "\n")
+		return lines[len(lines)-1]
+	}
+	if l := last(); !strings.Contains(l, "⚠ no bpf file system at /sys/fs/bpf (printed again at the end)") {
+		t.Errorf("footer: %q", l)
+	}
+	m.Update(WarningMsg("an orphaned cell: \x1b]52;c;aGk=\x07kill failed"))
+	if l := last(); !strings.Contains(l, "⚠ 2 warnings, the latest: an orphaned cell:") || strings.Contains(l, "\x1b") {
+		t.Errorf("footer: %q", l)
+	}
+	press(m, "j")
+	if l := last(); strings.Contains(l, "⚠") || !strings.Contains(l, "q quit") {
+		t.Errorf("footer after a key: %q", l)
+	}
+}

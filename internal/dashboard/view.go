@@ -302,6 +302,14 @@ func (m *Model) livePanel(w, h int) []string {
 }
 
 func (m *Model) footer(w int) string {
+	if m.warning != "" {
+		// Until the next key: warnings are rare and the user must see them.
+		text := "⚠ " + clean(m.warning)
+		if m.warnings > 1 {
+			text = fmt.Sprintf("⚠ %d warnings, the latest: %s", m.warnings, clean(m.warning))
+		}
+		return badStyle.Render(fit(text+" (printed again at the end)", w))
+	}
 	keys := "↑↓/jk move · PgUp/PgDn · g/G · enter detail · c copy summary · q quit"
 	if m.logPath != "" {
 		keys += " · agent output: " + m.logPath

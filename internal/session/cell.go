@@ -29,6 +29,8 @@ type cell struct {
 	ruleset *os.File
 	flags   uint32
 	abi     int
+
+	warn warner
 }
 
 // Engines.
@@ -42,7 +44,7 @@ const (
 // hooks that decide; under Landlock the ruleset that decides and the
 // observers that report. ttyPaths are the agent's terminals by name, for
 // Landlock, which grants by path.
-func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string) (*cell, error) {
+func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string, warn warner) (*cell, error) {
 	var ruleset *os.File
 	var flags uint32
 	var abi int
@@ -72,7 +74,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	default:
 		return nil, fmt.Errorf("unknown engine %q: use auto, bpf-lsm or landlock", engine)
 	}
-	sweep(facts.Cgroup2)
+	sweep(facts.Cgroup2, warn)
 	cg, err := newCgroup(facts.Cgroup2)
 	if err != nil {
 		closeFile(ruleset)
@@ -85,7 +87,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	if !cfg.Observe {
 		// Landlock holds without agent-lock by construction; pinning the
 		// observers would only keep reports flowing to no one.
-		cfg.PinDir = pinDir(cg.Path)
+		cfg.PinDir = pinDir(cg.Path, warn)
 	}
 	j, err := jail.Load(cfg)
 	if err != nil {
@@ -103,14 +105,14 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		return nil, err
 	}
 	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
-		ruleset: ruleset, flags: flags, abi: abi}
+		ruleset: ruleset, flags: flags, abi: abi, warn: warn}
 	go func() {
 		defer close(c.events)
 		for {
 			ev, err := j.Read()
 			if err != nil {
 				if !errors.Is(err, jail.ErrClosed) && !errors.Is(err, jail.ErrFlushed) {
-					fmt.Fprintf(os.Stderr, "agent-lock: %v\n", err)
+					warn("%v", err)
 				}
 				return
 			}
@@ -189,7 +191,7 @@ func (c *cell) drain() <-chan jail.Event {
 	if err := c.jail.Flush(); err != nil {
 		// Without the flush the reader waits for events that no longer
 		// come; the counters still say how many there were.
-		fmt.Fprintf(os.Stderr, "agent-lock: flush events: %v\n", err)
+		c.warn("flush events: %v", err)
 		none := make(chan jail.Event)
 		close(none)
 		return none
@@ -284,7 +286,7 @@ func SelfTest(ctx context.Context, facts kernel.Facts, engine string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil)
+	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil, newWarner(nil))
 	if err != nil {
 		return err
 	}

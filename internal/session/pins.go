@@ -2,7 +2,6 @@ package session
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,10 +43,10 @@ func pinBase() string {
 }
 
 // pinDir is the pin directory of the session whose cgroup is at cgPath.
-func pinDir(cgPath string) string {
+func pinDir(cgPath string, warn warner) string {
 	base := pinBase()
 	if base == "" {
-		fmt.Fprintln(os.Stderr, "agent-lock: no bpf file system at /sys/fs/bpf: the jail lasts only as long as agent-lock or its reaper")
+		warn("no bpf file system at /sys/fs/bpf: the jail lasts only as long as agent-lock or its reaper")
 		return ""
 	}
 	return filepath.Join(base, filepath.Base(cgPath))
@@ -57,7 +56,7 @@ func pinDir(cgPath string) string {
 // A session's cgroup is named s<pid>-<random> after its agent-lock; while
 // that pid lives (or has been reused: the cell then stays closed, the safe
 // side) the cell is left alone.
-func sweep(cgMount string) {
+func sweep(cgMount string, warn warner) {
 	if cgMount == "" {
 		return
 	}
@@ -70,7 +69,7 @@ func sweep(cgMount string) {
 			continue
 		}
 		if err := killCgroup(filepath.Join(base, e.Name()), 10*time.Second); err != nil {
-			fmt.Fprintf(os.Stderr, "agent-lock: an orphaned cell: %v\n", err)
+			warn("an orphaned cell: %v", err)
 			continue
 		}
 		if pins != "" {

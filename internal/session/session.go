@@ -81,6 +81,9 @@ type Options struct {
 	// (or ""): the BPF LSM where this kernel runs its programs, else
 	// Landlock, else nothing (the agent does not start).
 	Engine string
+	// Warnings receives agent-lock's own warnings, one line each
+	// (os.Stderr if nil): the dashboard owns the terminal and shows them.
+	Warnings io.Writer
 	// Detach starts the agent in a session of its own, without a
 	// controlling terminal, and lets it reopen no terminal: the dashboard
 	// owns agent-lock's, and an agent that could write to it (or push
@@ -94,6 +97,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
+	warn := newWarner(o.Warnings)
 	agent, err := invokingUser(o.Getenv, o.AllowRoot)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -121,7 +125,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys}
 	pol := plan.Policy
 	pol.TmpDir = tmp
-	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames)
+	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, warn)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
@@ -240,7 +244,7 @@ wait:
 	}
 	// Everything the agent left behind dies now, still confined.
 	if err := killCgroup(cell.cg.Path, 30*time.Second); err != nil {
-		fmt.Fprintf(os.Stderr, "agent-lock: %v\n", err)
+		warn("%v", err)
 	}
 	for ev := range cell.drain() {
 		writeEscape(o.Report, ev)
@@ -513,15 +517,27 @@ func terminals() (rdevs []uint32, paths []string) {
 // LSM where this kernel runs its programs and Landlock where it does not;
 // a cell that cannot be opened with either is an error, never a run
 // without one.
-func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string) (*cell, error) {
+func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string, warn warner) (*cell, error) {
 	if engine != "" && engine != EngineAuto {
-		return openCell(facts, engine, cfg, p, ttys)
+		return openCell(facts, engine, cfg, p, ttys, warn)
 	}
-	c, err := openCell(facts, EngineBPF, cfg, p, ttys)
+	c, err := openCell(facts, EngineBPF, cfg, p, ttys, warn)
 	if err == nil || !errors.Is(err, jail.ErrNotSupported) || cfg.Audit || landlock.ABI() == 0 {
 		return c, err
 	}
-	return openCell(facts, EngineLandlock, cfg, p, ttys)
+	return openCell(facts, EngineLandlock, cfg, p, ttys, warn)
+}
+
+// warner writes one of agent-lock's own warnings (Options.Warnings).
+type warner func(format string, args ...any)
+
+func newWarner(w io.Writer) warner {
+	if w == nil {
+		w = os.Stderr
+	}
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "agent-lock: "+format+"\n", args...)
+	}
 }
 
 func agentEnv(base []string, a Agent, tmp, dir string) []string {
