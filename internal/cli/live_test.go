@@ -128,6 +128,10 @@ touch ready; exec sleep 300`
 	if !strings.Contains(s, "🔥") || !strings.Contains(s, "JAILED") {
 		t.Errorf("watch does not flag the key:\n%s", s)
 	}
+	// The live panel streams in-bounds work too (a sample of it): the
+	// agent's read of target, between its refused reads.
+	tm.waitFor("s:watch", `ok +read +cat\[\d+\] .*/target`)
+	tm.waitFor("s:agent", `ok +read +cat\[\d+\] .*/target`)
 
 	// Another user may not watch it.
 	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",

@@ -96,7 +96,12 @@ func (b *Board) Apply(r report.Record) {
 		s := *r.Start
 		b.Start = &s
 	case r.Event != nil:
-		b.Add(*r.Event)
+		e := *r.Event
+		if r.Type == report.TypeOpen {
+			// Whatever the record says, an open is no escape.
+			e.Verdict = report.InBounds
+		}
+		b.Add(e)
 	case r.Progress != nil:
 		// The kernel's running tallies; escapes are counted from the
 		// events themselves, which carry the verdicts.
@@ -117,8 +122,15 @@ func (b *Board) Apply(r report.Record) {
 	}
 }
 
-// Add folds one kernel decision into the board.
+// Add folds one kernel decision into the board. An in-bounds sample only
+// joins the live stream: the tallies of in-bounds work come from the
+// kernel's counters (Progress, Summary), of which the samples are a few.
 func (b *Board) Add(e report.Event) {
+	if e.Verdict == report.InBounds {
+		b.recent[b.nRecent%maxRecent] = e
+		b.nRecent++
+		return
+	}
 	if e.Verdict == report.Allowed {
 		b.Reached++
 	} else {

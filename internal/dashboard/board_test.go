@@ -2,8 +2,12 @@ package dashboard
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/agent-lock/agent-lock/internal/report"
 )
@@ -202,4 +206,28 @@ func BenchmarkPipeline(b *testing.B) {
 			Op: "read", Path: p, Verdict: report.Blocked, Sensitive: report.Sensitive(p)})
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestOpensJoinOnlyTheLiveStream: an in-bounds sample ("open" record) shows
+// in the live stream and nowhere else: not a target, not a tally, not the
+// rate (the kernel's counters carry those), whatever verdict it carries.
+func TestOpensJoinOnlyTheLiveStream(t *testing.T) {
+	b := NewBoard(0)
+	e := report.Event{Time: t0, PID: 9, Comm: "cc", Op: "read", Path: "/home/alice/project/main.c", Verdict: report.Blocked}
+	b.Apply(report.Record{Type: report.TypeOpen, Event: &e})
+	if b.Blocked != 0 || b.Reached != 0 || len(b.Targets()) != 0 || b.Escapes() != 0 {
+		t.Errorf("an open counted as an escape: blocked %d reached %d targets %d", b.Blocked, b.Reached, len(b.Targets()))
+	}
+	if r := b.Recent(5); len(r) != 1 || r[0].Path != e.Path || r[0].Verdict != report.InBounds {
+		t.Errorf("recent = %+v", r)
+	}
+	if rate := b.Rate(t0, 5); rate[4] != 0 {
+		t.Errorf("rate %v counts the sample", rate)
+	}
+	m := New(Options{Home: "/home/alice", Now: func() time.Time { return t0 }})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	m.Update(RecordsMsg{{Type: report.TypeOpen, Event: &e}})
+	if s := ansi.Strip(m.View().Content); !regexp.MustCompile(`ok +read +cc\[9\] .*project/main\.c`).MatchString(s) {
+		t.Errorf("the live panel does not show the open:\n%s", s)
+	}
 }

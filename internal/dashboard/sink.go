@@ -89,6 +89,11 @@ func (s *Sink) Escape(e report.Event) error {
 	return nil
 }
 
+func (s *Sink) Open(e report.Event) error {
+	s.add(report.Record{Type: report.TypeOpen, Event: &e}, false)
+	return nil
+}
+
 func (s *Sink) Progress(p report.Progress) error {
 	s.add(report.Record{Type: report.TypeProgress, Progress: &p}, false)
 	return nil

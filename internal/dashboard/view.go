@@ -285,18 +285,27 @@ func (m *Model) livePanel(w, h int) []string {
 	}
 	for _, e := range events {
 		verdict, style := "blocked", badStyle
-		if e.Verdict == report.Allowed {
+		switch e.Verdict {
+		case report.Allowed:
 			verdict, style = "reached", warnStyle
+		case report.InBounds:
+			verdict, style = "ok", okStyle
 		}
 		flag := ""
 		if e.Sensitive {
 			flag = "🔥"
 		}
-		line := fmt.Sprintf("%s %s %-7s %s[%d] %s%s", clock(e.Time), verdict, clean(e.Op), clean(e.Comm), e.PID, flag, tilde(e.Path, m.home))
+		head := fmt.Sprintf("%s %-7s %-7s %s[%d] %s", clock(e.Time), verdict, clean(e.Op), clean(e.Comm), e.PID, flag)
+		path := tilde(e.Path, m.home)
 		if e.Path2 != "" {
-			line += " → " + tilde(e.Path2, m.home)
+			path += " → " + tilde(e.Path2, m.home)
 		}
-		lines = append(lines, style.Render(fit(line, w)))
+		// A long path keeps its end: the file's name says more than the
+		// folders above it.
+		if over := ansi.StringWidth(head) + ansi.StringWidth(path) - w; over > 0 && ansi.StringWidth(path) > over+1 {
+			path = ansi.TruncateLeft(path, over+1, "…")
+		}
+		lines = append(lines, style.Render(fit(head+path, w)))
 	}
 	return pad(lines, w, h)
 }

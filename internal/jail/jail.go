@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -51,8 +52,12 @@ type Config struct {
 	CgroupID uint64
 	// Audit makes the programs allow what they would refuse, and report it.
 	Audit bool
-	// StreamInBounds reports allowed in-bounds opens too (for a live view).
+	// StreamInBounds reports a sample of the allowed in-bounds opens too,
+	// for a live view: at most one per CPU every InBoundsGap.
 	StreamInBounds bool
+	// EveryInBounds streams every in-bounds open instead (tests that
+	// follow each one).
+	EveryInBounds bool
 	// TTYs are device numbers (kernel encoding) of the agent's terminal.
 	TTYs []uint32
 	// Rules are registered in order; a path that cannot be opened is an
@@ -197,7 +202,8 @@ func Load(cfg Config) (*Jail, error) {
 	for name, v := range map[string]any{
 		"jail_cgroup_id":  cfg.CgroupID,
 		"audit_mode":      boolU32(cfg.Audit),
-		"stream_inbounds": boolU32(cfg.StreamInBounds),
+		"stream_inbounds": boolU32(cfg.StreamInBounds || cfg.EveryInBounds),
+		"inb_gap_ns":      inbGap(cfg.EveryInBounds),
 		"tty_rdev":        ttys,
 		"pat_count":       patCount,
 		"pat_scopes":      patScopes,
@@ -503,4 +509,16 @@ func (j *Jail) Close() error {
 		j.coll.Close()
 	}
 	return nil
+}
+
+// InBoundsGap is the least time between two in-bounds samples of one CPU
+// (Config.StreamInBounds): a live view is refreshed a few times a second,
+// and a build opens thousands of files in that time.
+const InBoundsGap = 100 * time.Millisecond
+
+func inbGap(every bool) uint64 {
+	if every {
+		return 0
+	}
+	return uint64(InBoundsGap)
 }

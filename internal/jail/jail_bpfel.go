@@ -167,6 +167,7 @@ const (
 	jailMapCalls                  = "calls"
 	jailMapCounters               = "counters"
 	jailMapEvents                 = "events"
+	jailMapInbLast                = "inb_last"
 	jailMapMarks                  = "marks"
 	jailMapOwned                  = "owned"
 	jailMapPatterns               = "patterns"
@@ -231,6 +232,7 @@ const (
 	jailProgUnixMaySend           = "unix_may_send"
 	jailProgUnixStreamConnect     = "unix_stream_connect"
 	jailVarAuditMode              = "audit_mode"
+	jailVarInbGapNs               = "inb_gap_ns"
 	jailVarJailCgroupId           = "jail_cgroup_id"
 	jailVarPatCount               = "pat_count"
 	jailVarPatScopes              = "pat_scopes"
@@ -344,6 +346,7 @@ type jailMapSpecs struct {
 	Calls    *ebpf.MapSpec `ebpf:"calls"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Events   *ebpf.MapSpec `ebpf:"events"`
+	InbLast  *ebpf.MapSpec `ebpf:"inb_last"`
 	Marks    *ebpf.MapSpec `ebpf:"marks"`
 	Owned    *ebpf.MapSpec `ebpf:"owned"`
 	Patterns *ebpf.MapSpec `ebpf:"patterns"`
@@ -359,6 +362,7 @@ type jailMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type jailVariableSpecs struct {
 	AuditMode      *ebpf.VariableSpec `ebpf:"audit_mode"`
+	InbGapNs       *ebpf.VariableSpec `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.VariableSpec `ebpf:"jail_cgroup_id"`
 	PatCount       *ebpf.VariableSpec `ebpf:"pat_count"`
 	PatScopes      *ebpf.VariableSpec `ebpf:"pat_scopes"`
@@ -389,6 +393,7 @@ type jailMaps struct {
 	Calls    *ebpf.Map `ebpf:"calls"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	Events   *ebpf.Map `ebpf:"events"`
+	InbLast  *ebpf.Map `ebpf:"inb_last"`
 	Marks    *ebpf.Map `ebpf:"marks"`
 	Owned    *ebpf.Map `ebpf:"owned"`
 	Patterns *ebpf.Map `ebpf:"patterns"`
@@ -404,6 +409,7 @@ func (m *jailMaps) Close() error {
 		m.Calls,
 		m.Counters,
 		m.Events,
+		m.InbLast,
 		m.Marks,
 		m.Owned,
 		m.Patterns,
@@ -420,6 +426,7 @@ func (m *jailMaps) Close() error {
 // It can be passed to loadJailObjects or ebpf.CollectionSpec.LoadAndAssign.
 type jailVariables struct {
 	AuditMode      *ebpf.Variable `ebpf:"audit_mode"`
+	InbGapNs       *ebpf.Variable `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.Variable `ebpf:"jail_cgroup_id"`
 	PatCount       *ebpf.Variable `ebpf:"pat_count"`
 	PatScopes      *ebpf.Variable `ebpf:"pat_scopes"`

@@ -3,8 +3,10 @@ package jail_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
@@ -22,6 +24,13 @@ func newObserved(t *testing.T, protect ...jail.Protected) *cell {
 // newObservedPolicy is newObserved with the cell's policy set by edit
 // (DIR and the outside folder are made already).
 func newObservedPolicy(t *testing.T, edit func(*policy.Policy)) *cell {
+	t.Helper()
+	return newObservedSampled(t, edit, false)
+}
+
+// newObservedSampled is newObservedPolicy whose cell streams every
+// in-bounds open (the tests follow each one), or, sampled, a sample.
+func newObservedSampled(t *testing.T, edit func(*policy.Policy), sampled bool) *cell {
 	t.Helper()
 	f, err := kernel.Probe()
 	if err != nil {
@@ -58,7 +67,7 @@ func newObservedPolicy(t *testing.T, edit func(*policy.Policy)) *cell {
 			rules = append(rules, r)
 		}
 	}
-	j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, StreamInBounds: true, Rules: rules,
+	j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, StreamInBounds: true, EveryInBounds: !sampled, Rules: rules,
 		Protect: pol.Protect, Patterns: pol.Patterns()})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +81,9 @@ func TestObserveOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := c.run(`cat inside.txt >/dev/null; cat /etc/hostname >/dev/null
+	// In-bounds opens are sampled, one per CPU every 100 ms: the first
+	// after a pause is streamed.
+	out, _ := c.run(`sleep 0.2; cat inside.txt >/dev/null; cat /etc/hostname >/dev/null
 		cat "$OUT/readable" >/dev/null
 		cat "$OUT/private" 2>/dev/null
 		cat ../project2/private 2>/dev/null
@@ -204,5 +215,40 @@ func TestObservePatterns(t *testing.T) {
 		if rules[path] != want {
 			t.Errorf("write of %s: rule %q, want %q", path, rules[path], want)
 		}
+	}
+}
+
+// TestObserveInBoundsSampled: in-bounds opens reach the stream as a sample,
+// at most one per CPU every 100 ms (a build must not flood the ring buffer
+// escapes need), while the counters count every one.
+func TestObserveInBoundsSampled(t *testing.T) {
+	c := newObservedSampled(t, func(*policy.Policy) {}, true)
+	before, err := c.j.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	out, _ := c.run(`i=0; while [ $i -lt 300 ]; do cat inside.txt; i=$((i+1)); done >/dev/null; echo done`)
+	took := time.Since(began)
+	if out != "done\n" {
+		t.Fatalf("script: %q", out)
+	}
+	samples := 0
+	for _, e := range c.events() {
+		if e.InBounds {
+			samples++
+		}
+	}
+	after, err := c.j.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Sub(before); d.InBounds < 300 {
+		t.Errorf("counted %d in-bounds opens, want at least 300", d.InBounds)
+	}
+	// Every CPU may send one sample per 100 ms it spent, plus its first.
+	most := runtime.NumCPU() * (int(took/(100*time.Millisecond)) + 1)
+	if samples == 0 || samples > most {
+		t.Errorf("%d in-bounds samples for 300 opens in %v, want 1 to %d", samples, took, most)
 	}
 }

@@ -20,6 +20,9 @@ const (
 	Blocked Verdict = "blocked"
 	// Allowed: audit mode let an out-of-bounds operation through.
 	Allowed Verdict = "allowed"
+	// InBounds: an operation inside the jail's bounds, allowed (the
+	// sampled "open" records of a live view; never an escape).
+	InBounds Verdict = "in-bounds"
 )
 
 // Start describes a session; it is the first record of a report.
@@ -46,7 +49,8 @@ type Start struct {
 	WithheldEnv []string
 }
 
-// Event is one out-of-bounds operation as the kernel reported it.
+// Event is one out-of-bounds operation as the kernel reported it, or (with
+// Verdict InBounds, in an "open" record) a sample of the in-bounds ones.
 type Event struct {
 	Time      time.Time
 	PID, TID  uint32
@@ -92,6 +96,10 @@ type Progress struct {
 type Writer interface {
 	Start(Start) error
 	Escape(Event) error
+	// Open writes a sample of the agent's in-bounds operations (Verdict
+	// InBounds), for the live view. The kernel sends at most a few a
+	// second: tallies come from Progress and Summary, never from these.
+	Open(Event) error
 	Progress(Progress) error
 	Summary(Summary) error
 }
@@ -102,6 +110,7 @@ type RecordType string
 const (
 	TypeStart    RecordType = "start"
 	TypeEscape   RecordType = "escape"
+	TypeOpen     RecordType = "open"
 	TypeSummary  RecordType = "summary"
 	TypeProgress RecordType = "progress"
 )

@@ -157,9 +157,13 @@ func (j *jsonWriter) Start(s Start) error {
 	})
 }
 
-func (j *jsonWriter) Escape(e Event) error {
-	return j.write(TypeEscape, jsonEvent{
-		Type:      TypeEscape,
+func (j *jsonWriter) Escape(e Event) error { return j.event(TypeEscape, e) }
+
+func (j *jsonWriter) Open(e Event) error { return j.event(TypeOpen, e) }
+
+func (j *jsonWriter) event(t RecordType, e Event) error {
+	return j.write(t, jsonEvent{
+		Type:      t,
 		Time:      stamp(e.Time),
 		PID:       e.PID,
 		TID:       e.TID,
@@ -295,7 +299,7 @@ func parseRecord(line []byte) (Record, error) {
 			return Record{}, err
 		}
 		rec.Start = &s
-	case TypeEscape:
+	case TypeEscape, TypeOpen:
 		var je jsonEvent
 		if err := json.Unmarshal(line, &je); err != nil {
 			return Record{}, err

@@ -24,6 +24,14 @@ func (t tee) Escape(e Event) error {
 	return errors.Join(errs...)
 }
 
+func (t tee) Open(e Event) error {
+	var errs []error
+	for _, w := range t {
+		errs = append(errs, w.Open(e))
+	}
+	return errors.Join(errs...)
+}
+
 func (t tee) Progress(p Progress) error {
 	var errs []error
 	for _, w := range t {

@@ -14,6 +14,7 @@ func (failing) Start(Start) error       { return errors.New("disk full") }
 func (failing) Escape(Event) error      { return errors.New("disk full") }
 func (failing) Summary(Summary) error   { return errors.New("disk full") }
 func (failing) Progress(Progress) error { return errors.New("disk full") }
+func (failing) Open(Event) error        { return errors.New("disk full") }
 
 func TestTeeWritesAllAndJoinsErrors(t *testing.T) {
 	var a, b bytes.Buffer

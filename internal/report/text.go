@@ -136,6 +136,10 @@ func (t *textWriter) Escape(e Event) error {
 // Progress is for live views; a text report stays one line per escape.
 func (t *textWriter) Progress(Progress) error { return nil }
 
+// Open writes nothing: a text report lists escapes; in-bounds samples are
+// for live views.
+func (t *textWriter) Open(Event) error { return nil }
+
 func (t *textWriter) Summary(s Summary) error {
 	return t.write(TypeSummary, func(b []byte) []byte {
 		b = local(s.Time).AppendFormat(b, "15:04:05.000")

@@ -219,7 +219,21 @@ try rename-onto-git mv .git-real .git
 	}
 	defer f.Close()
 	rules := map[string]string{} // path -> rule
+	var opens int
+	var sum *report.Summary
 	report.Read(f, func(r report.Record) error {
+		if r.Type == report.TypeOpen {
+			// The in-bounds samples a live view shows: in DIR, never
+			// escapes.
+			opens++
+			if e := r.Event; e.Verdict != report.InBounds || !strings.HasPrefix(e.Path, dir+"/") {
+				t.Errorf("in-bounds sample %+v", *e)
+			}
+			return nil
+		}
+		if r.Summary != nil {
+			sum = r.Summary
+		}
 		if e := r.Event; e != nil && e.Verdict == report.Blocked {
 			rules[strings.TrimPrefix(e.Path, dir+"/")] = e.Rule
 			if e.Path2 != "" {
@@ -228,6 +242,9 @@ try rename-onto-git mv .git-real .git
 		}
 		return nil
 	})
+	if opens == 0 || sum == nil || sum.InBounds < uint64(opens) {
+		t.Errorf("%d in-bounds samples, summary %+v: want some, each counted in the summary", opens, sum)
+	}
 	for path, rule := range map[string]string{".git/hooks/pre-commit": "protected .git/hooks",
 		".git/config": "protected .git/config", ".git": "protected .git", ".envrc": "protected .envrc"} {
 		if rules[path] != rule {

@@ -122,7 +122,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if o.Detach {
 		ttys, ttyNames = nil, nil
 	}
-	cfg := jail.Config{Audit: o.Audit, TTYs: ttys}
+	// In-bounds opens are streamed as a sample (see inbounds_due in the
+	// BPF code) so that a live view shows the agent's work, not only its
+	// escapes.
+	cfg := jail.Config{Audit: o.Audit, TTYs: ttys, StreamInBounds: true}
 	pol := plan.Policy
 	pol.TmpDir = tmp
 	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, warn)
@@ -207,6 +210,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	progress := time.NewTicker(time.Second)
 	defer progress.Stop()
 	var last jail.Counters
+	var opens sampler
 wait:
 	for {
 		select {
@@ -222,7 +226,7 @@ wait:
 				events = nil
 				continue
 			}
-			writeEscape(o.Report, ev)
+			writeEvent(o.Report, ev, &opens)
 		case s := <-term:
 			cmd.Process.Signal(s)
 			go func() {
@@ -247,7 +251,7 @@ wait:
 		warn("%v", err)
 	}
 	for ev := range cell.drain() {
-		writeEscape(o.Report, ev)
+		writeEvent(o.Report, ev, &opens)
 	}
 	final, err := cell.jail.Counters()
 	if err != nil {
@@ -261,20 +265,47 @@ wait:
 	return status, nil
 }
 
-func writeEscape(w report.Writer, ev jail.Event) {
-	if ev.InBounds {
-		return
-	}
-	v := report.Blocked
-	if ev.Audit {
-		v = report.Allowed
-	}
-	w.Escape(report.Event{
+// writeEvent reports one kernel decision: every escape, and the in-bounds
+// samples that opens lets through.
+func writeEvent(w report.Writer, ev jail.Event, opens *sampler) {
+	e := report.Event{
 		Time: ev.Time, PID: ev.PID, TID: ev.TID, Comm: ev.Comm, Op: ev.Op,
-		Path: ev.Path, Path2: ev.Path2, TargetPID: ev.TargetPID, Verdict: v,
+		Path: ev.Path, Path2: ev.Path2, TargetPID: ev.TargetPID,
 		Sensitive: report.Sensitive(ev.Path) || (ev.Path2 != "" && report.Sensitive(ev.Path2)),
 		Rule:      ev.Rule,
-	})
+	}
+	switch {
+	case ev.InBounds:
+		if opens.take(ev.Time) {
+			e.Verdict = report.InBounds
+			w.Open(e)
+		}
+	case ev.Audit:
+		e.Verdict = report.Allowed
+		w.Escape(e)
+	default:
+		e.Verdict = report.Blocked
+		w.Escape(e)
+	}
+}
+
+// opensPerSecond bounds the in-bounds samples written a second. The kernel
+// sends at most ten a second per CPU; a machine with many CPUs busy in a
+// build would still fill recordings with lines nobody reads.
+const opensPerSecond = 20
+
+// sampler lets through at most opensPerSecond in-bounds samples a second.
+type sampler struct {
+	sec int64
+	n   int
+}
+
+func (s *sampler) take(t time.Time) bool {
+	if sec := t.Unix(); sec != s.sec {
+		s.sec, s.n = sec, 0
+	}
+	s.n++
+	return s.n <= opensPerSecond
 }
 
 // startNoNewPrivs starts cmd from a thread with no_new_privs set, which the

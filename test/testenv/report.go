@@ -54,8 +54,11 @@ func (r Record) String() string {
 
 // Report is a parsed report file.
 type Report struct {
-	Start     *Record
-	Escapes   []Record
+	Start   *Record
+	Escapes []Record
+	// Opens are the samples of in-bounds opens a live view shows (the
+	// kernel streams at most one per CPU every 100 ms).
+	Opens     []Record
 	Summary   *Record
 	Progress  int      // running-tally records, which the suites do not judge
 	Malformed []string // lines that are not JSON objects with a known type
@@ -85,14 +88,18 @@ func ReadReport(path string) (*Report, error) {
 		switch r.Type {
 		case "start":
 			rep.Start = &r
-		case "escape":
+		case "escape", "open":
 			if b, err := base64.StdEncoding.DecodeString(r.PathB64); err == nil && r.PathB64 != "" {
 				r.Path = string(b)
 			}
 			if b, err := base64.StdEncoding.DecodeString(r.Path2B64); err == nil && r.Path2B64 != "" {
 				r.Path2 = string(b)
 			}
-			rep.Escapes = append(rep.Escapes, r)
+			if r.Type == "open" {
+				rep.Opens = append(rep.Opens, r)
+			} else {
+				rep.Escapes = append(rep.Escapes, r)
+			}
 		case "summary":
 			rep.Summary = &r
 		case "progress":

@@ -84,6 +84,7 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u64 jail_cgroup_id = 0;
 const volatile __u32 audit_mode = 0;
 const volatile __u32 stream_inbounds = 0;
+const volatile __u64 inb_gap_ns = 0;    /* see inbounds_due */
 const volatile __u32 tty_rdev[4] = {};
 const volatile __u32 pat_count = 0;     /* patterns in use */
 const volatile __u32 pat_scopes = 0;    /* PAT_IN_* any pattern has */
@@ -116,10 +117,20 @@ struct {
 	__type(value, struct pattern);
 } patterns SEC(".maps");
 
+#define RING_BYTES (8 << 20)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, RING_BYTES);
 } events SEC(".maps");
+
+/* When this CPU last streamed an in-bounds open (inbounds_due). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} inb_last SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -365,6 +376,29 @@ lost:
 		count(CNT_LOST);
 out:
 	return (flags & EV_DENIED) ? 1 : 0;
+}
+
+/* In-bounds opens are streamed as a sample for the live view: at most one per
+ * CPU every inb_gap_ns, and only while the ring is nearly empty, so that they
+ * never take the room escapes need (escapes are never sampled, and a lost
+ * sample is not counted as lost). The tallies count every open. */
+static __always_inline int inbounds_due(void)
+{
+	__u32 zero = 0;
+	__u64 now, *last;
+
+	if (!stream_inbounds)
+		return 0;
+	last = bpf_map_lookup_elem(&inb_last, &zero);
+	if (!last)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now - *last < inb_gap_ns)
+		return 0;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > RING_BYTES / 8)
+		return 0;
+	*last = now;
+	return 1;
 }
 
 /* The errno a hook returns for a refusal. Every path ends in a constant so
@@ -1035,7 +1069,7 @@ int BPF_PROG(file_open, struct file *file)
 	if ((v.perm & need) == need) {
 		if (v.class == AL_CLASS_INSIDE) {
 			count(CNT_INBOUNDS);
-			if (stream_inbounds)
+			if (inbounds_due())
 				report_v(op, &v, EV_INBOUNDS, (__u64)d, 0);
 		} else {
 			count(CNT_SYSTEM);
@@ -1595,7 +1629,7 @@ static __always_inline void observe_opened(struct file *f, __u32 op)
 	if ((q.v.perm & need) == need) {
 		if (q.v.class == AL_CLASS_INSIDE) {
 			count(CNT_INBOUNDS);
-			if (stream_inbounds)
+			if (inbounds_due())
 				report_v(op, &q.v, EV_INBOUNDS, (__u64)d, 0);
 		} else {
 			count(CNT_SYSTEM);
