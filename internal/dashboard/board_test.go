@@ -2,7 +2,9 @@ package dashboard
 
 import (
 	"fmt"
+	"io"
 	"regexp"
+	"runtime"
 	"testing"
 	"time"
 
@@ -206,6 +208,42 @@ func BenchmarkPipeline(b *testing.B) {
 			Op: "read", Path: p, Verdict: report.Blocked, Sensitive: report.Sensitive(p)})
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkMemoryAfter10M: the live side of agent-lock after ten million
+// escapes on a hundred thousand distinct paths, each through the session's
+// JSON writer (the recording, to a discarded file) and the dashboard's
+// board, which must stay bounded (issue 6: under 64 MiB). Reports the live
+// heap after the events against the heap before them, same run.
+func BenchmarkMemoryAfter10M(b *testing.B) {
+	const events = 10_000_000
+	paths := make([]string, 100_000)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("/home/alice/src/project%d/node_modules/pkg/lib/file%d.js", i%40, i)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	for range b.N {
+		board := NewBoard(0)
+		rec := report.NewJSON(io.Discard)
+		before := heap()
+		for i := range events {
+			p := paths[i%len(paths)]
+			e := report.Event{Time: t0.Add(time.Duration(i) * time.Microsecond), Comm: "node", PID: uint32(1200 + i%50),
+				Op: "read", Path: p, Verdict: report.Blocked, Sensitive: report.Sensitive(p)}
+			rec.Escape(e)
+			board.Add(e)
+		}
+		after := heap()
+		runtime.KeepAlive(board)
+		b.ReportMetric(float64(after)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(after)/float64(max(before, 1)), "vs-before")
+		b.ReportMetric(float64(events)/b.Elapsed().Seconds()*float64(b.N), "events/s")
+	}
 }
 
 // TestOpensJoinOnlyTheLiveStream: an in-bounds sample ("open" record) shows

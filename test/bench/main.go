@@ -126,15 +126,17 @@ func run() int {
 				kernel, w, mode, len(ts), slices.Min(ts), median(ts), slices.Max(ts), ratio)
 		}
 	}
-	if re.MatchString("storm") {
-		if err := b.storm(ctx, kernel); err != nil {
-			fmt.Fprintln(os.Stderr, "bench: storm:", err)
-			failed = true
-		}
-	}
+	// Start-up first: its sessions, which see no events, are the storm's
+	// memory baseline.
 	if re.MatchString("startup") {
 		if err := b.startup(ctx, kernel); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: startup:", err)
+			failed = true
+		}
+	}
+	if re.MatchString("storm") {
+		if err := b.storm(ctx, kernel); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: storm:", err)
 			failed = true
 		}
 	}
@@ -154,6 +156,9 @@ type bench struct {
 	r      *testenv.Runner
 	dir    string // the project: a git repository of c.files files
 	worker string // this binary, copied into dir so the jail lets it run
+	// idleRSS is agent-lock's peak resident memory in a session that saw
+	// no events (the start-up runs): the storm's memory baseline.
+	idleRSS int64
 }
 
 func (b *bench) setup() error {
@@ -258,6 +263,14 @@ func (b *bench) storm(ctx context.Context, kernel string) error {
 		attempts, b.c.storm, rate, reported, lost, attempts-reported-lost)
 	fmt.Printf("BENCH kernel=%s workload=storm attempts=%d per_s=%.0f reported=%d lost=%d unaccounted=%d\n",
 		kernel, attempts, rate, reported, lost, attempts-reported-lost)
+	// Memory: agent-lock's peak after the storm's events, against its peak
+	// in the start-up runs (a session with no events), same run.
+	if b.idleRSS > 0 {
+		fmt.Printf("memory: agent-lock's peak resident memory %.1f MiB after %d events, %.1f MiB with none (%.2fx)\n",
+			mib(res.MaxRSS), reported, mib(b.idleRSS), float64(res.MaxRSS)/float64(b.idleRSS))
+		fmt.Printf("BENCH kernel=%s workload=memory events=%d peak_rss=%d idle_rss=%d ratio=%.2f\n",
+			kernel, reported, res.MaxRSS, b.idleRSS, float64(res.MaxRSS)/float64(b.idleRSS))
+	}
 	if attempts-reported-lost != 0 {
 		return fmt.Errorf("%d denied opens were neither reported nor counted as lost", attempts-reported-lost)
 	}
@@ -282,6 +295,7 @@ func (b *bench) startup(ctx context.Context, kernel string) error {
 			return err
 		}
 		jailed = append(jailed, d)
+		b.idleRSS = max(b.idleRSS, res.MaxRSS)
 	}
 	fmt.Printf("startup: direct %v, under agent-lock %v (median of %d)\n", round(median(direct)), round(median(jailed)), len(jailed))
 	fmt.Printf("BENCH kernel=%s workload=startup direct_ns=%d agent_lock_ns=%d ratio=%.1f\n",
@@ -326,3 +340,5 @@ func uname() string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

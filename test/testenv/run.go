@@ -54,6 +54,10 @@ type Result struct {
 	TimedOut bool
 	Err      error // set when it could not be started or waited for
 	Elapsed  time.Duration
+	// MaxRSS is the peak resident memory, in bytes, of the process or of
+	// the largest of the descendants it waited for (getrusage's maxrss):
+	// for a jailed run, agent-lock's unless the agent outgrew it.
+	MaxRSS int64
 
 	// Jailed runs only.
 	ReportPath string
@@ -199,6 +203,9 @@ func (r *Runner) Run(ctx context.Context, p Proc) Result {
 		res.TimedOut = true
 	}
 	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			res.MaxRSS = ru.Maxrss * 1024
+		}
 		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		switch {
 		case ws.Exited():
