@@ -96,11 +96,11 @@ func (b *Board) Apply(r report.Record) {
 		s := *r.Start
 		b.Start = &s
 	case r.Event != nil:
-		e := *r.Event
-		if r.Type == report.TypeOpen {
-			// Whatever the record says, an open is no escape.
-			e.Verdict = report.InBounds
-		}
+		b.Add(*r.Event)
+	case r.Open != nil:
+		// Whatever the record says, an open is no escape.
+		e := *r.Open
+		e.Verdict = report.InBounds
 		b.Add(e)
 	case r.Progress != nil:
 		// The kernel's running tallies; escapes are counted from the

@@ -252,7 +252,7 @@ func BenchmarkMemoryAfter10M(b *testing.B) {
 func TestOpensJoinOnlyTheLiveStream(t *testing.T) {
 	b := NewBoard(0)
 	e := report.Event{Time: t0, PID: 9, Comm: "cc", Op: "read", Path: "/home/alice/project/main.c", Verdict: report.Blocked}
-	b.Apply(report.Record{Type: report.TypeOpen, Event: &e})
+	b.Apply(report.Record{Type: report.TypeOpen, Open: &e})
 	if b.Blocked != 0 || b.Reached != 0 || len(b.Targets()) != 0 || b.Escapes() != 0 {
 		t.Errorf("an open counted as an escape: blocked %d reached %d targets %d", b.Blocked, b.Reached, len(b.Targets()))
 	}
@@ -264,7 +264,7 @@ func TestOpensJoinOnlyTheLiveStream(t *testing.T) {
 	}
 	m := New(Options{Home: "/home/alice", Now: func() time.Time { return t0 }})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
-	m.Update(RecordsMsg{{Type: report.TypeOpen, Event: &e}})
+	m.Update(RecordsMsg{{Type: report.TypeOpen, Open: &e}})
 	if s := ansi.Strip(m.View().Content); !regexp.MustCompile(`ok +read +cc\[9\] .*project/main\.c`).MatchString(s) {
 		t.Errorf("the live panel does not show the open:\n%s", s)
 	}

@@ -22,6 +22,8 @@ func recordTime(r report.Record) time.Time {
 		return r.Start.Time
 	case r.Event != nil:
 		return r.Event.Time
+	case r.Open != nil:
+		return r.Open.Time
 	case r.Summary != nil:
 		return r.Summary.Time
 	case r.Progress != nil:

@@ -90,7 +90,7 @@ func (s *Sink) Escape(e report.Event) error {
 }
 
 func (s *Sink) Open(e report.Event) error {
-	s.add(report.Record{Type: report.TypeOpen, Event: &e}, false)
+	s.add(report.Record{Type: report.TypeOpen, Open: &e}, false)
 	return nil
 }
 

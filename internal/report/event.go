@@ -120,7 +120,8 @@ const (
 type Record struct {
 	Type     RecordType
 	Start    *Start
-	Event    *Event
+	Event    *Event // an escape
+	Open     *Event // an in-bounds sample (TypeOpen), never an escape
 	Summary  *Summary
 	Progress *Progress
 }

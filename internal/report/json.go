@@ -308,7 +308,12 @@ func parseRecord(line []byte) (Record, error) {
 		if err != nil {
 			return Record{}, err
 		}
-		rec.Event = &e
+		if probe.Type == TypeOpen {
+			e.Verdict = InBounds
+			rec.Open = &e
+		} else {
+			rec.Event = &e
+		}
 	case TypeSummary:
 		var js jsonSummary
 		if err := json.Unmarshal(line, &js); err != nil {

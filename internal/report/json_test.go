@@ -308,3 +308,31 @@ func TestJSONOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONOpenIsNoEscape: an in-bounds sample is written as an "open"
+// record and read back as Record.Open with the in-bounds verdict, never as
+// an escape (Record.Event), whatever verdict the line claims.
+func TestJSONOpenIsNoEscape(t *testing.T) {
+	var b bytes.Buffer
+	w := NewJSON(&b)
+	e := Event{Time: t0, PID: 7, TID: 7, Comm: "cc", Op: "read", Path: "/home/alice/proj/main.c", Verdict: InBounds, Rule: "project directory"}
+	if err := w.Open(e); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), `{"type":"open",`) || !strings.Contains(b.String(), `"verdict":"in-bounds"`) {
+		t.Errorf("open record: %s", b.String())
+	}
+	forged := strings.Replace(b.String(), `"in-bounds"`, `"blocked"`, 1)
+	var recs []Record
+	if err := Read(strings.NewReader(b.String()+forged), func(r Record) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Type != TypeOpen || r.Event != nil || r.Open == nil || r.Open.Path != e.Path || r.Open.Verdict != InBounds {
+			t.Errorf("read back %+v (open %+v)", r, r.Open)
+		}
+	}
+	if len(recs) != 2 {
+		t.Errorf("%d records, want 2", len(recs))
+	}
+}

@@ -222,11 +222,11 @@ try rename-onto-git mv .git-real .git
 	var opens int
 	var sum *report.Summary
 	report.Read(f, func(r report.Record) error {
-		if r.Type == report.TypeOpen {
+		if e := r.Open; e != nil {
 			// The in-bounds samples a live view shows: in DIR, never
 			// escapes.
 			opens++
-			if e := r.Event; e.Verdict != report.InBounds || !strings.HasPrefix(e.Path, dir+"/") {
+			if e.Verdict != report.InBounds || !strings.HasPrefix(e.Path, dir+"/") {
 				t.Errorf("in-bounds sample %+v", *e)
 			}
 			return nil
