@@ -154,12 +154,21 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	env := append(slices.Clone(plan.Profiles.Env), o.passEnv...)
 	fmt.Fprintf(stdout, "\nenvironment: variables named like credentials are withheld; passed anyway: %s\n", orNone(strings.Join(env, " ")))
-	if len(plan.Profiles.Missing) > 0 {
+	var missing []string
+	for _, p := range plan.Profiles.Missing {
+		if !slices.Contains(plan.Profiles.Unmade, p) {
+			missing = append(missing, tilde(p))
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(stdout, "not granted (do not exist): %s\n", strings.Join(missing, " "))
+	}
+	if len(plan.Profiles.Unmade) > 0 {
 		var m []string
-		for _, p := range plan.Profiles.Missing {
+		for _, p := range plan.Profiles.Unmade {
 			m = append(m, tilde(p))
 		}
-		fmt.Fprintf(stdout, "not granted (do not exist): %s\n", strings.Join(m, " "))
+		fmt.Fprintf(stdout, "made (as you, 0700) and granted when the agent runs: %s\n", strings.Join(m, " "))
 	}
 	return 0
 }

@@ -26,6 +26,11 @@ type Profile struct {
 	// read-only. Those that do not exist are not granted (the kernel
 	// grants by identity).
 	Write, Read []string
+	// Make are the folders of Write the agent creates on its first run.
+	// Where one is missing agent-lock makes it (as the user) before the
+	// cell opens: the kernel grants by identity, and a name that does not
+	// exist yet cannot be granted, so the agent could never make it.
+	Make []string
 	// Env are the variables it reads its credentials from: passed to it
 	// although they look like secrets.
 	Env []string
@@ -37,6 +42,7 @@ var node = Profile{
 	Name: "node", Agent: "Node.js toolchain (npm, npx, pnpm, yarn, bun)",
 	Commands: []string{"node", "nodejs", "npm", "npx", "pnpm", "yarn", "bun", "bunx"},
 	Write:    []string{".npm", ".cache/node-gyp", ".cache/yarn", ".yarn", ".cache/pnpm", ".local/share/pnpm", ".bun/install/cache"},
+	Make:     []string{".npm"},
 	Read:     []string{".nvm", ".volta", ".fnm", ".local/share/fnm", ".npm-global", ".local/lib/node_modules", ".bun/bin", ".config/yarn"},
 }
 
@@ -44,6 +50,7 @@ var python = Profile{
 	Name: "python", Agent: "Python toolchain (pip, uv, pipx, poetry)",
 	Commands: []string{"python", "python3", "pip", "pip3", "uv", "uvx", "pipx", "poetry"},
 	Write:    []string{".cache/pip", ".cache/uv", ".cache/pypoetry"},
+	Make:     []string{".cache/pip"},
 	Read:     []string{".local/bin", ".local/lib", ".local/share/uv", ".local/pipx", ".local/share/pipx", ".pyenv", ".config/pip"},
 }
 
@@ -54,6 +61,7 @@ var all = []Profile{
 		// the login and per-project state; the native installer keeps its
 		// versions under ~/.local/share/claude and links ~/.local/bin/claude.
 		Write: []string{".claude", ".claude.json", ".claude.json.backup", ".cache/claude", ".local/share/claude", ".local/state/claude"},
+		Make:  []string{".claude"},
 		Read:  []string{".local/bin"},
 		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
 	},
@@ -61,12 +69,14 @@ var all = []Profile{
 		Name: "codex", Agent: "OpenAI Codex CLI", Commands: []string{"codex"}, Uses: []string{"node"},
 		// ~/.codex: config.toml, auth.json, sessions, logs.
 		Write: []string{".codex"},
+		Make:  []string{".codex"},
 		Env:   []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
 	},
 	{
 		Name: "gemini", Agent: "Gemini CLI", Commands: []string{"gemini"}, Uses: []string{"node"},
 		// ~/.gemini: settings.json, oauth_creds.json, tmp, history.
 		Write: []string{".gemini"},
+		Make:  []string{".gemini"},
 		Env:   []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"},
 	},
 	{
@@ -74,6 +84,7 @@ var all = []Profile{
 		// ~/.aider: caches and analytics; its settings files in the home
 		// are read only (the project's own .aider* files are in DIR).
 		Write: []string{".aider", ".cache/aider"},
+		Make:  []string{".aider"},
 		Read:  []string{".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json"},
 		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY"},
 	},
@@ -82,6 +93,7 @@ var all = []Profile{
 		// XDG layout: config, data (auth.json, sessions), state, cache (the
 		// provider packages it installs); the installer puts it in ~/.opencode.
 		Write: []string{".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode"},
+		Make:  []string{".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode"},
 		Read:  []string{".opencode"},
 		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
 	},
@@ -90,6 +102,7 @@ var all = []Profile{
 		// ~/.omp: its config root (PI_CONFIG_DIR), agent state and sessions;
 		// it runs on Bun.
 		Write: []string{".omp"},
+		Make:  []string{".omp"},
 		Read:  []string{".bun"},
 		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
 	},
@@ -146,14 +159,19 @@ type Grants struct {
 	// Write and Read are the existing absolute paths granted; Missing
 	// the ones left out because they do not exist.
 	Write, Read, Missing []string
-	Env                  []string
+	// Unmade are the Missing folders a run makes (Profile.Make) when
+	// Resolve is given no mkdir.
+	Unmade []string
+	Env    []string
 	// From names the profile that granted each path of Write and Read.
 	From map[string]string
 }
 
 // Resolve expands names (with the toolchains they use) against home.
-// An unknown name is an error that lists the known ones.
-func Resolve(names []string, home string) (Grants, error) {
+// An unknown name is an error that lists the known ones. With mkdir, the
+// profiles' missing Make folders are made first (and granted); without,
+// they are listed Missing like the rest.
+func Resolve(names []string, home string, mkdir func(path string) error) (Grants, error) {
 	g := Grants{From: map[string]string{}}
 	seen := map[string]bool{}
 	var add func(name string) error
@@ -166,6 +184,19 @@ func Resolve(names []string, home string) (Grants, error) {
 			return fmt.Errorf("no profile %q: the profiles are %s (agent-lock profiles lists what each grants)", name, strings.Join(Names(), ", "))
 		}
 		seen[name] = true
+		for _, rel := range p.Make {
+			abs := filepath.Join(home, rel)
+			if _, err := os.Lstat(abs); err == nil {
+				continue
+			}
+			if mkdir == nil {
+				g.Unmade = append(g.Unmade, abs)
+				continue
+			}
+			if err := mkdir(abs); err != nil {
+				return fmt.Errorf("make %s for the %s profile: %w", abs, name, err)
+			}
+		}
 		g.Profiles = append(g.Profiles, name)
 		for _, u := range p.Uses {
 			if err := add(u); err != nil {
@@ -196,7 +227,7 @@ func Resolve(names []string, home string) (Grants, error) {
 			return Grants{}, err
 		}
 	}
-	for _, s := range []*[]string{&g.Write, &g.Read, &g.Missing, &g.Env} {
+	for _, s := range []*[]string{&g.Write, &g.Read, &g.Missing, &g.Unmade, &g.Env} {
 		sort.Strings(*s)
 		*s = slices.Compact(*s)
 	}

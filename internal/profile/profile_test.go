@@ -35,7 +35,7 @@ func TestResolve(t *testing.T) {
 		os.MkdirAll(filepath.Join(home, d), 0o755)
 	}
 	os.WriteFile(filepath.Join(home, ".claude.json"), []byte("{}"), 0o600)
-	g, err := Resolve([]string{"claude"}, home)
+	g, err := Resolve([]string{"claude"}, home, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +61,46 @@ func TestResolve(t *testing.T) {
 	if !slices.Contains(g.Env, "ANTHROPIC_API_KEY") || slices.Contains(g.Env, "OPENAI_API_KEY") {
 		t.Errorf("env %v: Claude's key, and no other agent's", g.Env)
 	}
-	if _, err := Resolve([]string{"cursor"}, home); err == nil || !strings.Contains(err.Error(), "claude, codex") {
+	if _, err := Resolve([]string{"cursor"}, home, nil); err == nil || !strings.Contains(err.Error(), "claude, codex") {
 		t.Errorf("unknown profile: %v", err)
+	}
+}
+
+// TestResolveMakesFirstRunFolders: on a first run (no ~/.codex yet) the
+// profile's own folders are made through mkdir and granted; without mkdir
+// (agent-lock policy) nothing is made and they are listed missing; a failed
+// make is an error naming the folder and the profile.
+func TestResolveMakesFirstRunFolders(t *testing.T) {
+	home := t.TempDir()
+	g, err := Resolve([]string{"codex"}, home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codex, npm := filepath.Join(home, ".codex"), filepath.Join(home, ".npm")
+	if !slices.Contains(g.Missing, codex) || slices.Contains(g.Write, codex) || !slices.Equal(g.Unmade, []string{codex, npm}) {
+		t.Errorf("without mkdir: write %v, missing %v, unmade %v", g.Write, g.Missing, g.Unmade)
+	}
+	if _, err := os.Lstat(codex); err == nil {
+		t.Error("made ~/.codex without being asked to")
+	}
+	var made []string
+	mkdir := func(p string) error { made = append(made, p); return os.MkdirAll(p, 0o700) }
+	if g, err = Resolve([]string{"codex"}, home, mkdir); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(made, []string{codex, npm}) {
+		t.Errorf("made %v, want ~/.codex and ~/.npm", made)
+	}
+	if !slices.Contains(g.Write, codex) || !slices.Contains(g.Write, npm) || slices.Contains(g.Missing, codex) {
+		t.Errorf("with mkdir: write %v, missing %v", g.Write, g.Missing)
+	}
+	made = nil
+	if Resolve([]string{"codex"}, home, mkdir); len(made) != 0 {
+		t.Errorf("made %v again", made)
+	}
+	_, err = Resolve([]string{"gemini"}, home, func(string) error { return os.ErrPermission })
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(home, ".gemini")) || !strings.Contains(err.Error(), "gemini profile") {
+		t.Errorf("a failed make: %v", err)
 	}
 }
 

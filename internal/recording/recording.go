@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -25,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/report"
 )
 
@@ -45,53 +45,25 @@ func Dir(home, xdgState string) string {
 type Owner struct{ UID, GID uint32 }
 
 // Create makes dir (and its parents, 0700) and a new file name in it (0600),
-// acting as owner. agent-lock runs as root, and the folder is the user's: a
-// root process creating files by path there would follow whatever symlinks
-// the user planted (into /etc, say) and hand the result to the user. With
-// the thread's file-system ids switched to the user, the kernel checks every
-// step as it would for the user, and drops root's file capabilities.
+// acting as owner (see asuser: the folder is the user's).
 func Create(dir, name string, owner Owner) (*os.File, error) {
-	type result struct {
-		f   *os.File
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// The thread is never handed back: it exits with the goroutine,
-		// whatever ids it was left with.
-		runtime.LockOSThread()
-		if err := setfsids(owner.UID, owner.GID); err != nil {
-			ch <- result{nil, err}
-			return
-		}
+	var f *os.File
+	err := asuser.Do(owner.UID, owner.GID, func() error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			ch <- result{nil, fmt.Errorf("recordings folder: %w", err)}
-			return
+			return fmt.Errorf("folder: %w", err)
 		}
 		fd, err := unix.Open(filepath.Join(dir, name),
 			unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
-			ch <- result{nil, fmt.Errorf("create %s: %w", filepath.Join(dir, name), err)}
-			return
+			return fmt.Errorf("create %s: %w", filepath.Join(dir, name), err)
 		}
-		ch <- result{os.NewFile(uintptr(fd), filepath.Join(dir, name)), nil}
-	}()
-	r := <-ch
-	return r.f, r.err
-}
-
-// setfsids switches the calling thread's file-system ids. setfsuid reports
-// no errors, only the previous id, so a second call confirms the first.
-func setfsids(uid, gid uint32) error {
-	unix.Setfsgid(int(gid))
-	if prev, _ := unix.SetfsgidRetGid(-1); prev != int(gid) {
-		return fmt.Errorf("could not act as group %d to write the recording", gid)
+		f = os.NewFile(uintptr(fd), filepath.Join(dir, name))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recording: %w", err)
 	}
-	unix.Setfsuid(int(uid))
-	if prev, _ := unix.SetfsuidRetUid(-1); prev != int(uid) {
-		return fmt.Errorf("could not act as user %d to write the recording", uid)
-	}
-	return nil
+	return f, nil
 }
 
 // Name is a new recording's file name: when it started and agent-lock's pid.

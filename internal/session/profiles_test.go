@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -127,6 +128,57 @@ echo done
 			}
 		})
 	}
+}
+
+// TestProfilesFirstRun: an agent run for the first time has no folder of
+// its own yet; agent-lock makes it (the user's, 0700) so the cell can grant
+// it, and the agent saves its login there with no refusal.
+func TestProfilesFirstRun(t *testing.T) {
+	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
+	}
+	bin := testenv.AgentLockBin(t)
+	_, dir := testenv.ProjectDir(t, 4242)
+	const home = "/home/jailtest"
+	if out, err := exec.Command("find", home, "-mindepth", "1", "-delete").CombinedOutput(); err != nil {
+		t.Fatalf("empty the home: %v %s", err, out)
+	}
+	install := filepath.Join(home, ".npm-global/bin/codex")
+	os.MkdirAll(filepath.Dir(install), 0o755)
+	if err := os.WriteFile(install, []byte(`#!/bin/sh
+mkdir -p ~/.codex/sessions && echo '{}' > ~/.codex/auth.json && echo s >> ~/.codex/sessions/s.jsonl && echo saved
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exec.Command("chown", "-R", "4242:4242", filepath.Join(home, ".npm-global")).Run()
+	rep := filepath.Join(t.TempDir(), "r.jsonl")
+	cmd := exec.Command(bin, "--headless", "--report", rep, dir, "--", install)
+	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "saved\n") {
+		t.Fatalf("agent-lock: %v\n%s", err, out)
+	}
+	fi, err := os.Stat(filepath.Join(home, ".codex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4242 || st.Gid != 4242 || fi.Mode().Perm() != 0o700 {
+		t.Errorf("~/.codex: owner %d:%d mode %v, want 4242:4242 0700", st.Uid, st.Gid, fi.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".codex/auth.json")); string(b) != "{}\n" {
+		t.Errorf("auth.json: %q", b)
+	}
+	f, err := os.Open(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	report.Read(f, func(r report.Record) error {
+		if e := r.Event; e != nil {
+			t.Errorf("refused on a first run: %s %s %s [%s]", e.Verdict, e.Op, e.Path, e.Rule)
+		}
+		return nil
+	})
 }
 
 // TestRealClaudeCode: Claude Code as npm installs it (the pinned package

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
@@ -102,7 +103,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
-	plan, err := MakePlan(o, agent)
+	// A first run: the agent's own folders (~/.codex, ...) are made, as
+	// the user, so that the cell can grant them.
+	plan, err := makePlan(o, agent, func(p string) error { return asuser.MkdirAll(p, agent.UID, agent.GID) })
 	if err != nil {
 		return 0, err
 	}
@@ -393,8 +396,13 @@ type Plan struct {
 
 // MakePlan resolves o for agent: the directory, the command, its profile,
 // grants and denials, the protected entries. Errors are the user's to fix
-// and carry ExitFailed (or the command's exit status).
-func MakePlan(o Options, agent Agent) (Plan, error) {
+// and carry ExitFailed (or the command's exit status). It changes nothing:
+// a profile's folders that a run would make are listed missing.
+func MakePlan(o Options, agent Agent) (Plan, error) { return makePlan(o, agent, nil) }
+
+// makePlan is MakePlan that, with mkdir, makes the profiles' missing
+// folders (profile.Profile.Make) first.
+func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 	dir, err := ResolveDir(o.Dir)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
@@ -412,7 +420,7 @@ func MakePlan(o Options, agent Agent) (Plan, error) {
 			return Plan{}, fail(ExitFailed, fmt.Errorf("--allow-unix %s: %w", s, err))
 		}
 	}
-	prof, err := profiles(o.Profiles, path, agent.Home)
+	prof, err := profiles(o.Profiles, path, agent.Home, mkdir)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
 	}
@@ -440,7 +448,7 @@ func MakePlan(o Options, agent Agent) (Plan, error) {
 
 // profiles resolves the profiles asked for, or the one the command's name
 // selects.
-func profiles(names []string, path, home string) (profile.Grants, error) {
+func profiles(names []string, path, home string, mkdir func(string) error) (profile.Grants, error) {
 	if len(names) == 0 {
 		if p, ok := profile.Detect(path); ok {
 			names = []string{p.Name}
@@ -452,7 +460,7 @@ func profiles(names []string, path, home string) (profile.Grants, error) {
 		}
 		return profile.Grants{}, nil
 	}
-	g, err := profile.Resolve(names, home)
+	g, err := profile.Resolve(names, home, mkdir)
 	if err != nil {
 		return g, fmt.Errorf("--profile: %w", err)
 	}
