@@ -19,7 +19,7 @@ VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
 # Two guests at once: each is single-threaded TCG (one host core), and CI
 # machines have two. The two longest first (forky builds Go in realwork,
 # bookworm runs the Landlock realwork), trixie when one of them is done.
-VMTEST_FLAGS ?= -timeout=40m -parallel=2 -kernels=forky,bookworm,trixie
+VMTEST_FLAGS ?= -timeout=50m -parallel=2 -kernels=forky,bookworm,trixie
 
 # qemu-system-x86 brings virtiofsd; busybox-static is the guests'
 # initramfs; gcc and libc6-dev are cgo for `go test -race`; tmux is the
