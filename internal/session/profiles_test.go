@@ -28,6 +28,20 @@ var standIns = map[string]standIn{
 	"omp":      {".bun/bin/omp", ".omp/agent/auth.json", ".omp/agent/sessions/s", ".npm/_cacache/index", "OPENROUTER_API_KEY"},
 }
 
+// home is the test user's home, which the profile tests rewrite.
+const home = "/home/jailtest"
+
+// profileRun skips where the profile tests cannot run and returns
+// agent-lock and a project directory of the test user's.
+func profileRun(t *testing.T) (bin, dir string) {
+	t.Helper()
+	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
+	}
+	_, dir = testenv.ProjectDir(t, 4242)
+	return testenv.AgentLockBin(t), dir
+}
+
 // TestProfiles: for each agent profile, a stand-in installed where the agent
 // is, under the agent's name, reads its login, writes its state, reads its
 // install, uses the caches and finds its API key, with no refusal; it
@@ -36,12 +50,7 @@ var standIns = map[string]standIn{
 // withheld. Runs in the test VMs and natively, with the engine agent-lock
 // picks (the BPF LSM in the VMs, Landlock on the development machines).
 func TestProfiles(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
-	bin := testenv.AgentLockBin(t)
-	_, dir := testenv.ProjectDir(t, 4242)
-	const home = "/home/jailtest"
+	bin, dir := profileRun(t)
 	write := func(rel, content string, mode os.FileMode) {
 		t.Helper()
 		p := filepath.Join(home, rel)
@@ -134,12 +143,7 @@ echo done
 // its own yet; agent-lock makes it (the user's, 0700) so the cell can grant
 // it, and the agent saves its login there with no refusal.
 func TestProfilesFirstRun(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
-	bin := testenv.AgentLockBin(t)
-	_, dir := testenv.ProjectDir(t, 4242)
-	const home = "/home/jailtest"
+	bin, dir := profileRun(t)
 	if out, err := exec.Command("find", home, "-mindepth", "1", "-delete").CombinedOutput(); err != nil {
 		t.Fatalf("empty the home: %v %s", err, out)
 	}
