@@ -15,19 +15,40 @@ repo=$(pwd)
 failed=()
 engine=${1:-bpf-lsm}
 
-# step NAME CMD...: runs CMD and records its verdict.
+recap=()
+
+# step NAME CMD...: runs CMD and records its verdict. A failed step's
+# verdict lines (a suite's FAIL, LEAK, ... lines, a Go test's failures) are
+# printed again at the end: CI shows only the tail of a long run, and a
+# later step's output would otherwise bury them.
 step() {
-	local name=$1 rc
+	local name=$1 rc log
 	shift
 	echo "guest-suite: RUN  $name"
-	"$@"
-	rc=$?
+	log=$(mktemp)
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
 	if [ "$rc" -eq 0 ]; then
 		echo "guest-suite: PASS $name"
 	else
 		echo "guest-suite: FAIL $name (exit $rc)"
 		failed+=("$name")
+		recap+=("--- $name (exit $rc):")
+		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^panic:|^(adversary|realwork|bench|worker): ' "$log" | head -40)
 	fi
+	rm -f "$log"
+}
+
+# finish [WHAT]: the verdict of the whole suite, last.
+finish() {
+	if [ "${#failed[@]}" -gt 0 ]; then
+		echo "guest-suite: what failed, again:"
+		printf '  %s\n' "${recap[@]}"
+		echo "guest-suite: FAILED on $(uname -r)${1:+ ($1)}: ${failed[*]}"
+		exit 1
+	fi
+	echo "guest-suite: all passed on $(uname -r)${1:+ ($1)}"
+	exit 0
 }
 
 # check_lsm NAME: NAME must be an active LSM. The jail is BPF LSM programs
@@ -82,12 +103,7 @@ if [ "$engine" = landlock ]; then
 	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe'
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode'
 	landlock_runners
-	if [ "${#failed[@]}" -gt 0 ]; then
-		echo "guest-suite: FAILED on $(uname -r) (landlock): ${failed[*]}"
-		exit 1
-	fi
-	echo "guest-suite: all passed on $(uname -r) (landlock)"
-	exit 0
+	finish landlock
 fi
 
 step lsm check_lsm bpf
@@ -175,8 +191,4 @@ case " ${BENCH_SMOKE_ON:-trixie} " in
 *) echo "guest-suite: SKIP bench-smoke (runs on: ${BENCH_SMOKE_ON:-trixie})" ;;
 esac
 
-if [ "${#failed[@]}" -gt 0 ]; then
-	echo "guest-suite: FAILED on $(uname -r): ${failed[*]}"
-	exit 1
-fi
-echo "guest-suite: all passed on $(uname -r)"
+finish

@@ -292,7 +292,7 @@ func Costs(abi int) []string {
 		"the shared scratch places (/tmp, /var/tmp, /dev/shm) are closed; the agent has its private TMPDIR",
 		"new terminals (/dev/pts) and devices beyond /dev/null, zero, full, random, urandom, tty and ptmx cannot be opened",
 		"writing /proc (user namespaces cannot be set up, a process cannot adjust itself there)",
-		"keyrings (keyctl, add_key, request_key) are refused; SysV IPC and POSIX message queues are private to the agent",
+		"keyrings (keyctl, add_key, request_key) and bpf() are refused; SysV IPC and POSIX message queues are private to the agent",
 		"a directory a denied path was carved out of can be read entry by entry but not listed, and gets no new entries",
 	}
 	if abi < 2 {

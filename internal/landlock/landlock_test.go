@@ -129,6 +129,10 @@ func filterChild() {
 	if err := unix.IoctlSetPointerInt(int(null.Fd()), unix.TIOCSTI, int(c)); !errors.Is(err, unix.ENOTTY) {
 		fail("TIOCSTI before the filter: %v, want ENOTTY", err)
 	}
+	// bpf(BPF_PROG_GET_NEXT_ID, NULL, 0) needs no object: as root the
+	// kernel answers ENOENT or EFAULT, never EPERM, so EPERM after the
+	// filter is the filter's.
+	_, _, bpfBefore := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_GET_NEXT_ID, 0, 0)
 	if err := installFilter(); err != nil {
 		fail("%v", err)
 	}
@@ -145,6 +149,11 @@ func filterChild() {
 	}
 	if _, err := unix.AddKey("user", "agent-lock-test", []byte("x"), unix.KEY_SPEC_PROCESS_KEYRING); !errors.Is(err, unix.EPERM) {
 		fail("add_key: %v, want EPERM", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_GET_NEXT_ID, 0, 0); errno != unix.EPERM {
+		fail("bpf: %v, want EPERM", errno)
+	} else if bpfBefore == unix.EPERM {
+		fmt.Fprintln(os.Stderr, "bpf() was refused before the filter too (not root?): its check proves nothing here")
 	}
 	if _, err := unix.Getcwd(make([]byte, 256)); err != nil {
 		fail("getcwd: %v (an ordinary call must pass)", err)

@@ -12,7 +12,9 @@ import (
 // right for and the BPF LSM refuses: typing into the terminal the agent
 // inherited (TIOCSTI and friends run commands in the user's shell after the
 // agent exits; Landlock's ioctl right covers only devices opened inside the
-// sandbox) and the user's keyrings. Like the ruleset it is inherited by
+// sandbox), the user's keyrings, and bpf(2) (on kernels that let
+// unprivileged users load socket filters and make maps; the BPF-LSM engine
+// refuses every bpf() call of the cell). Like the ruleset it is inherited by
 // every process the agent starts and holds without agent-lock. x/sys has
 // the constants, not a filter builder, and the filter is ten instructions.
 
@@ -21,8 +23,8 @@ import (
 var refusedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCCONS}
 
 // refusedSyscalls reach the keyrings of the user, shared with every
-// process of the user outside the cell.
-var refusedSyscalls = []uint32{unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY}
+// process of the user outside the cell, or the kernel's BPF subsystem.
+var refusedSyscalls = []uint32{unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY, unix.SYS_BPF}
 
 func auditArch() (uint32, error) {
 	switch runtime.GOARCH {
