@@ -241,6 +241,9 @@ func parse(args []string) (options, error) {
 	}
 	switch o.engine {
 	case "", session.EngineAuto, session.EngineBPF, session.EngineLandlock:
+	case session.EngineFileOpenOnly:
+		// The benchmarks' reference (make bench), not a jail: accepted,
+		// never offered.
 	default:
 		return o, fmt.Errorf("--engine %q: use auto, bpf-lsm or landlock", o.engine)
 	}

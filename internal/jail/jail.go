@@ -73,6 +73,10 @@ type Config struct {
 	// that cannot run the hooks. They refuse nothing: the caller must have
 	// confined the agent by other means before it runs.
 	Observe bool
+	// OnlyFileOpen attaches the file_open hook alone: the reference
+	// design (a jail of one hook) that make bench compares agent-lock
+	// with. It is not a jail: every door but open(2) is left open.
+	OnlyFileOpen bool
 	// PinDir, when set, is a directory on a bpf file system (which Load
 	// creates) where the links are pinned, so that the programs stay
 	// attached even if every process holding them dies: the cell then stays
@@ -175,6 +179,13 @@ func Load(cfg Config) (*Jail, error) {
 		delete(spec.Maps, "calls")
 		if err := fitToKernel(spec); err != nil {
 			return nil, err
+		}
+		if cfg.OnlyFileOpen {
+			for name := range spec.Programs {
+				if name != "file_open" {
+					delete(spec.Programs, name)
+				}
+			}
 		}
 	}
 	set := func(name string, v any) error {

@@ -112,6 +112,11 @@ type cell struct {
 }
 
 func newCell(t *testing.T, audit bool) *cell {
+	return newCellWith(t, func(c *jail.Config) { c.Audit = audit })
+}
+
+// newCellWith makes a cell whose configuration set changes.
+func newCellWith(t *testing.T, set func(*jail.Config)) *cell {
 	f := needJail(t)
 	cg := newCgroup(t, f)
 	root := t.TempDir()
@@ -131,8 +136,9 @@ func newCell(t *testing.T, audit bool) *cell {
 	os.WriteFile(filepath.Join(dir, "inside.txt"), []byte("inside\n"), 0o644)
 	os.Chown(filepath.Join(dir, "inside.txt"), testUID, testUID)
 
-	j, err := jail.Load(jail.Config{CgroupID: cg.id, Audit: audit,
-		Rules: policy.Policy{Dir: dir}.Rules()})
+	cfg := jail.Config{CgroupID: cg.id, Rules: policy.Policy{Dir: dir}.Rules()}
+	set(&cfg)
+	j, err := jail.Load(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +291,37 @@ func TestAuditAllowsAndReports(t *testing.T) {
 	evs := c.events()
 	if len(evs) != 1 || !evs[0].Audit || evs[0].Denied || evs[0].Op != "read" {
 		t.Fatalf("want one audit read report, got %+v", evs)
+	}
+}
+
+// TestOnlyFileOpen: the benchmarks' reference jail refuses outside opens
+// and nothing else. The same mkdir is refused by a whole cell, so the
+// difference is the missing hooks, not the test.
+func TestOnlyFileOpen(t *testing.T) {
+	script := `cat "$OUT/secret"; mkdir "$OUT/made" && echo MADE`
+	whole := newCell(t, false)
+	if out, _ := whole.run(script); strings.Contains(out, "SECRET-MARKER") || strings.Contains(out, "MADE") {
+		t.Fatalf("the whole jail let the read or the mkdir through: %s", out)
+	}
+	one := newCellWith(t, func(c *jail.Config) { c.OnlyFileOpen = true })
+	out, _ := one.run(script)
+	if strings.Contains(out, "SECRET-MARKER") {
+		t.Fatalf("file_open alone let the outside read through: %s", out)
+	}
+	if !strings.Contains(out, "MADE") {
+		t.Fatalf("the mkdir outside was refused: more than file_open is attached: %s", out)
+	}
+	var read bool
+	for _, ev := range one.events() {
+		if ev.Op == "read" && ev.Denied && ev.Path == filepath.Join(one.out, "secret") {
+			read = true
+		}
+		if ev.Op == "mkdir" {
+			t.Errorf("a mkdir was reported: %+v", ev)
+		}
+	}
+	if !read {
+		t.Error("the refused read was not reported")
 	}
 }
 

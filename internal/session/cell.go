@@ -29,6 +29,8 @@ type cell struct {
 	ruleset *os.File
 	flags   uint32
 	abi     int
+	// onlyOpen: EngineFileOpenOnly's cell.
+	onlyOpen bool
 
 	warn warner
 }
@@ -38,6 +40,11 @@ const (
 	EngineAuto     = "auto"
 	EngineBPF      = "bpf-lsm"
 	EngineLandlock = "landlock"
+	// EngineFileOpenOnly is the BPF-LSM engine with its file_open hook
+	// alone: the reference design (one hook) that make bench measures
+	// agent-lock against. It is not a jail (every door but open(2) stays
+	// open), so it is never picked, only named, and it says so.
+	EngineFileOpenOnly = "file-open-only"
 )
 
 // openCell makes the cgroup and loads the programs: under the BPF LSM the
@@ -54,6 +61,12 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		if !facts.BPFInLSM {
 			return nil, notSupported(facts)
 		}
+	case EngineFileOpenOnly:
+		if !facts.BPFInLSM {
+			return nil, notSupported(facts)
+		}
+		cfg.OnlyFileOpen = true
+		warn("--engine %s: only the file_open hook is attached, the benchmarks' reference; this is not a jail", EngineFileOpenOnly)
 	case EngineLandlock:
 		if abi = landlock.ABI(); abi == 0 {
 			return nil, fmt.Errorf("%w: Landlock is not available on this kernel (active LSMs %v)", jail.ErrNotSupported, facts.LSMs)
@@ -105,7 +118,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		return nil, err
 	}
 	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
-		ruleset: ruleset, flags: flags, abi: abi, warn: warn}
+		ruleset: ruleset, flags: flags, abi: abi, warn: warn, onlyOpen: cfg.OnlyFileOpen}
 	go func() {
 		defer close(c.events)
 		for {
@@ -137,6 +150,9 @@ func (c *cell) engine() string {
 	if c.ruleset != nil {
 		return fmt.Sprintf("%s (ABI %d)", EngineLandlock, c.abi)
 	}
+	if c.onlyOpen {
+		return EngineFileOpenOnly
+	}
 	return EngineBPF
 }
 
@@ -144,6 +160,9 @@ func (c *cell) engine() string {
 func (c *cell) limits() []string {
 	if c.ruleset != nil {
 		return landlock.Limits(c.abi)
+	}
+	if c.onlyOpen {
+		return []string{"only open(2) is decided (the benchmarks' one-hook reference): every other door is open"}
 	}
 	return nil
 }

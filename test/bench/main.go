@@ -1,6 +1,7 @@
-// Command bench measures what the jail costs (issue 6, in part): the same
-// workloads run unjailed, under agent-lock and under a Landlock sandbox
-// granting the same directory, in one run, repeated, and printed as ratios
+// Command bench measures what the jail costs (issue 6): the same workloads
+// run unjailed, under agent-lock, under agent-lock's file_open hook alone
+// (the one-hook reference design) and under a Landlock sandbox granting the
+// same directory, in one run, repeated, and printed as ratios
 // to unjailed with min/median/max. It also runs an escape storm (denied
 // opens as fast as one process can make them: how many were reported, how
 // many lost) and measures agent-lock's start against starting the command
@@ -27,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-lock/agent-lock/internal/session"
 	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
@@ -95,7 +97,7 @@ func run() int {
 	}
 	kernel := uname()
 	fmt.Printf("bench: kernel %s, %d files, %d opens, %d C files, %d repetitions\n", kernel, c.files, c.opens, c.cfiles, c.repeat)
-	fmt.Printf("%-12s %-10s %10s %10s %10s %8s\n", "workload", "mode", "min", "median", "max", "ratio")
+	fmt.Printf("%-12s %-10s %10s %10s %10s %8s  %s\n", "workload", "mode", "min", "median", "max", "ratio", "target")
 	failed := false
 	for _, w := range workloads {
 		if !re.MatchString(w) {
@@ -121,7 +123,11 @@ func run() int {
 				continue
 			}
 			ratio := float64(median(ts)) / float64(base)
-			fmt.Printf("%-12s %-10s %10s %10s %10s %7.2fx\n", w, mode, round(slices.Min(ts)), round(median(ts)), round(slices.Max(ts)), ratio)
+			verdict := ""
+			if mode == "agent-lock" {
+				verdict = target(ratio, times["landlock"], median(ts))
+			}
+			fmt.Printf("%-12s %-10s %10s %10s %10s %7.2fx  %s\n", w, mode, round(slices.Min(ts)), round(median(ts)), round(slices.Max(ts)), ratio, verdict)
 			fmt.Printf("BENCH kernel=%s workload=%s mode=%s n=%d min_ns=%d median_ns=%d max_ns=%d ratio=%.3f\n",
 				kernel, w, mode, len(ts), slices.Min(ts), median(ts), slices.Max(ts), ratio)
 		}
@@ -148,7 +154,10 @@ func run() int {
 
 var (
 	workloads = []string{"open-read", "git-status", "git-add", "find-cat", "cc"}
-	modes     = []string{"unjailed", "agent-lock", "landlock"}
+	// file_open: agent-lock's engine with only its file_open hook, the
+	// reference design's cost (what the other hooks add is agent-lock's
+	// ratio over it).
+	modes = []string{"unjailed", "agent-lock", "file_open", "landlock"}
 )
 
 type bench struct {
@@ -216,8 +225,12 @@ func (b *bench) measure(ctx context.Context, mode, w string) (time.Duration, err
 		res = b.r.Unjailed(ctx, argv, b.dir, filepath.Join(b.r.User.Home, "tmp"))
 	case "landlock":
 		res = b.r.Unjailed(ctx, append(argv, "landlock"), b.dir, filepath.Join(b.r.User.Home, "tmp"))
-	case "agent-lock":
-		res = b.r.Jailed(ctx, testenv.StartWrapper(argv), b.dir)
+	case "agent-lock", "file_open":
+		r := *b.r
+		if mode == "file_open" {
+			r.Engine = session.EngineFileOpenOnly
+		}
+		res = r.Jailed(ctx, testenv.StartWrapper(argv), b.dir)
 		if p := testenv.JailProblem(res); p != "" {
 			return 0, fmt.Errorf("%s", p)
 		}
@@ -312,6 +325,22 @@ func startedAfter(res testenv.Result, t0 time.Time) (time.Duration, error) {
 	}
 	ns, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return time.Unix(0, ns).Sub(t0), nil
+}
+
+// target says whether agent-lock met issue 6's target on a workload: at
+// most 1.10x unjailed and no slower than Landlock, medians of this run.
+func target(ratio float64, landlock []time.Duration, own time.Duration) string {
+	var missed []string
+	if ratio > 1.10 {
+		missed = append(missed, "over 1.10x")
+	}
+	if len(landlock) > 0 && own > median(landlock) {
+		missed = append(missed, "slower than landlock")
+	}
+	if len(missed) == 0 {
+		return "met"
+	}
+	return "MISSED: " + strings.Join(missed, ", ")
 }
 
 func median(ts []time.Duration) time.Duration {
