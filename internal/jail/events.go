@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -135,7 +136,7 @@ func (j *Jail) decode(raw []byte) (Event, error) {
 		Rule:       j.rules[e.Rule],
 		TargetPID:  e.TargetPid,
 		Detail:     e.Detail,
-		Comm:       cString(j.buf[unsafe.Offsetof(jailEvent{}.Comm):][:16]),
+		Comm:       j.comm(e.Comm),
 	}
 	if ev.Op == "" {
 		ev.Op = "op" + strconv.Itoa(int(e.Op))
@@ -145,12 +146,53 @@ func (j *Jail) decode(raw []byte) (Event, error) {
 		return ev, nil
 	}
 	if n1 > 0 {
-		ev.Path = j.names.Name(e.Dev, string(raw[pathOff:pathOff+n1]))
+		ev.Path = j.name(e.Dev, raw[pathOff:pathOff+n1])
 	}
 	if e.Flags&evPath2 != 0 && n2 > 0 {
-		ev.Path2 = j.names.Name(e.Dev2, string(raw[pathOff+n1:pathOff+n1+n2]))
+		ev.Path2 = j.name(e.Dev2, raw[pathOff+n1:pathOff+n1+n2])
 	}
 	return ev, nil
+}
+
+// nameSlots is the size of the cache of decoded names: direct-mapped, so a
+// storm that repeats a few thousand paths (a loop over the same files, a
+// scan of a tree) decodes them without allocating, and one of ever-new
+// paths pays a hash and a compare, not a growing map.
+const nameSlots = 16384
+
+type nameSlot struct {
+	dev       uint32
+	rel, name string
+}
+
+// name is Namer.Name through the cache: the mount table is read once, so a
+// (superblock, path) always names the same.
+func (j *Jail) name(dev uint32, rel []byte) string {
+	if j.nameCache == nil {
+		j.nameCache = make([]nameSlot, nameSlots)
+		j.nameSeed = maphash.MakeSeed()
+	}
+	slot := &j.nameCache[(maphash.Bytes(j.nameSeed, rel)^uint64(dev))%nameSlots]
+	if slot.dev == dev && slot.name != "" && slot.rel == string(rel) {
+		return slot.name
+	}
+	r := string(rel)
+	*slot = nameSlot{dev: dev, rel: r, name: j.names.Name(dev, r)}
+	return slot.name
+}
+
+// comm interns process names: few, repeated in every event.
+func (j *Jail) comm(c [16]int8) string {
+	if s, ok := j.comms[c]; ok {
+		return s
+	}
+	if j.comms == nil || len(j.comms) >= 1024 {
+		j.comms = map[[16]int8]string{}
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), len(c))
+	s := cString(b)
+	j.comms[c] = s
+	return s
 }
 
 // Flags from jail.h (#defines do not reach BTF, so they are repeated here).

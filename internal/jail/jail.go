@@ -10,6 +10,7 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -94,6 +95,10 @@ type Jail struct {
 	links  []link.Link
 	reader *ringbuf.Reader
 	names  *Namer
+	// nameCache and comms belong to the reader (decode).
+	nameCache []nameSlot
+	nameSeed  maphash.Seed
+	comms     map[[16]int8]string
 	// rules names what event.rule numbers: a rule root (its index in the
 	// registered rules + 1) or a protected entry (protRule + its node).
 	rules map[uint32]string

@@ -20,7 +20,6 @@ func Sensitive(p string) bool {
 	if p == "" {
 		return false
 	}
-	p = path.Clean(p)
 	switch p {
 	case "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
 		"/etc/sudoers", "/etc/sudoers.d":
@@ -29,22 +28,55 @@ func Sensitive(p string) bool {
 	if strings.HasPrefix(p, "/etc/sudoers.d/") {
 		return true
 	}
+	// The kernel's paths are clean; path.Clean, which would copy one that
+	// is not, is kept for those. Then one pass over the components, by
+	// index: this runs for every escape of a storm.
+	if !isClean(p) {
+		p = path.Clean(p)
+	}
 	var prev string
-	for rest := p; rest != ""; {
-		var c string
-		c, rest, _ = strings.Cut(rest, "/")
-		if c == "" {
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
 			continue
+		}
+		c := p[start:i]
+		start = i + 1
+		if c == "" {
+			continue // the leading slash, or "/" itself
 		}
 		if sensitiveDir(prev, c) {
 			return true
 		}
-		if rest == "" {
+		if i == len(p) {
 			return sensitiveFile(c)
 		}
 		prev = c
 	}
 	return false
+}
+
+// isClean reports whether path.Clean would leave p as it is: no empty,
+// "." or ".." component, no trailing slash.
+func isClean(p string) bool {
+	if len(p) > 1 && p[len(p)-1] == '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if i > 0 && p[i-1] != '/' {
+			continue
+		}
+		// p[i] begins a component.
+		switch {
+		case p[i] == '/' && i > 0:
+			return false
+		case p[i] == '.' && (i+1 == len(p) || p[i+1] == '/'):
+			return false
+		case p[i] == '.' && i+1 < len(p) && p[i+1] == '.' && (i+2 == len(p) || p[i+2] == '/'):
+			return false
+		}
+	}
+	return true
 }
 
 // sensitiveDir reports whether component c, under prev, is a directory

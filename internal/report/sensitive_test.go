@@ -1,6 +1,9 @@
 package report
 
-import "testing"
+import (
+	"path"
+	"testing"
+)
 
 func TestSensitive(t *testing.T) {
 	tests := []struct {
@@ -16,6 +19,10 @@ func TestSensitive(t *testing.T) {
 		{"/root/.ssh/authorized_keys", true},
 		{"/home/alice//.ssh/./x", true},
 		{"/home/alice/proj/../.ssh/id_ed25519", true},
+		{"/home/alice/.ssh/../proj/x", false}, // cleaned first
+		{"/home/alice/", false},
+		{"/", false},
+		{"relative/.ssh/id", true},
 		// Private key names and key-file extensions anywhere.
 		{"/tmp/id_rsa", true},
 		{"/srv/backup/id_ed25519", true},
@@ -121,5 +128,20 @@ func TestSensitive(t *testing.T) {
 				t.Errorf("Sensitive(%q) = %v, want %v", tt.path, got, tt.want)
 			}
 		})
+	}
+}
+
+// isClean may call a clean path unclean (path.Clean then returns it as it
+// is), never the other way round.
+func TestIsClean(t *testing.T) {
+	for _, p := range []string{"/", "/a", "/a/b", "a/b", "/.ssh/x", "/a/..b/c", "/a/.../c", "/a/b.", "/.x."} {
+		if !isClean(p) {
+			t.Errorf("isClean(%q) = false", p)
+		}
+	}
+	for _, p := range []string{"//a", "/a//b", "/a/./b", "/a/../b", "/a/", "/a/.", "/a/..", "./a", "a/", "/.."} {
+		if isClean(p) || path.Clean(p) == p {
+			t.Errorf("isClean(%q) = %v, path.Clean gives %q", p, isClean(p), path.Clean(p))
+		}
 	}
 }
