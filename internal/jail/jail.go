@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -506,6 +507,30 @@ func (j *Jail) Counters() (Counters, error) {
 // Flush makes Read return the events already in the ring and then
 // ErrFlushed, once. It is safe to call while Read blocks (a deadline is not:
 // the reader holds its lock while it waits).
+// HookStats are the kernel's runs and time of each program that ran,
+// sorted by name; nil when the kernel's BPF statistics are off
+// (kernel.bpf_stats_enabled), which is the default: they cost two clock
+// reads a run.
+func (j *Jail) HookStats() []HookStat {
+	var hs []HookStat
+	for name, p := range j.coll.Programs {
+		st, err := p.Stats()
+		if err != nil || st.RunCount == 0 || st.Runtime == 0 {
+			continue
+		}
+		hs = append(hs, HookStat{Name: name, Runs: st.RunCount, Time: st.Runtime})
+	}
+	slices.SortFunc(hs, func(a, b HookStat) int { return strings.Compare(a.Name, b.Name) })
+	return hs
+}
+
+// HookStat is one program's runs and total time.
+type HookStat struct {
+	Name string
+	Runs uint64
+	Time time.Duration
+}
+
 func (j *Jail) Flush() error { return j.reader.Flush() }
 
 // Close detaches the programs and frees the maps. Jailed processes that are

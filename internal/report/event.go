@@ -77,6 +77,17 @@ type Summary struct {
 	Escapes  uint64 // out-of-bounds operations, blocked or (in audit) allowed
 	Lost     uint64 // events the ring buffer dropped; non-zero means the report is incomplete
 	Duration time.Duration
+	// Hooks is the kernel's own account of the programs' runs and time,
+	// when its BPF statistics are on (sysctl kernel.bpf_stats_enabled=1,
+	// as make bench sets): where the jail's cost goes, hook by hook.
+	Hooks []HookStat
+}
+
+// HookStat is one program's runs and total time in the kernel.
+type HookStat struct {
+	Name string
+	Runs uint64
+	Time time.Duration
 }
 
 // Progress is the kernel's running tallies, written while the session runs

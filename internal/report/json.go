@@ -65,6 +65,13 @@ type jsonSummary struct {
 	Escapes    uint64     `json:"escapes"`
 	Lost       uint64     `json:"lost"`
 	DurationMS int64      `json:"duration_ms"`
+	Hooks      []jsonHook `json:"hooks,omitempty"`
+}
+
+type jsonHook struct {
+	Name string `json:"name"`
+	Runs uint64 `json:"runs"`
+	NS   int64  `json:"ns"`
 }
 
 type jsonProgress struct {
@@ -182,7 +189,12 @@ func (j *jsonWriter) event(t RecordType, e Event) error {
 }
 
 func (j *jsonWriter) Summary(s Summary) error {
+	var hooks []jsonHook
+	for _, h := range s.Hooks {
+		hooks = append(hooks, jsonHook{Name: h.Name, Runs: h.Runs, NS: h.Time.Nanoseconds()})
+	}
 	return j.write(TypeSummary, jsonSummary{
+		Hooks:      hooks,
 		Type:       TypeSummary,
 		Time:       stamp(s.Time),
 		ExitCode:   s.ExitCode,
@@ -419,9 +431,14 @@ func (js jsonSummary) model() (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	var hooks []HookStat
+	for _, h := range js.Hooks {
+		hooks = append(hooks, HookStat{Name: h.Name, Runs: h.Runs, Time: time.Duration(h.NS)})
+	}
 	return Summary{
 		Time: t, ExitCode: js.ExitCode, InBounds: js.InBounds, System: js.System,
 		Escapes: js.Escapes, Lost: js.Lost, Duration: time.Duration(js.DurationMS) * time.Millisecond,
+		Hooks: hooks,
 	}, nil
 }
 

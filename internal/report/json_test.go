@@ -111,7 +111,8 @@ func TestJSONRoundTrip(t *testing.T) {
 		{Time: t0, PID: 8, TID: 8, Comm: "sh", Op: "create", Path: "/日本語/🔥", Verdict: Blocked},
 		{Time: t0, PID: 9, TID: 9, Comm: "sh", Op: "create", Path: "/p/.git/hooks/pre-commit", Verdict: Blocked, Rule: "protected .git/hooks"},
 	}
-	summary := Summary{Time: t0.Add(time.Minute), ExitCode: 137, InBounds: 1 << 40, System: 9, Escapes: 7, Lost: 2, Duration: time.Minute}
+	summary := Summary{Time: t0.Add(time.Minute), ExitCode: 137, InBounds: 1 << 40, System: 9, Escapes: 7, Lost: 2, Duration: time.Minute,
+		Hooks: []HookStat{{Name: "file_open", Runs: 200000, Time: 1500 * time.Millisecond}, {Name: "inode_permission", Runs: 3, Time: 1200}}}
 
 	recs, out := roundTrip(t, func(w Writer) error {
 		if err := w.Start(start); err != nil {

@@ -261,9 +261,13 @@ wait:
 		return status, fail(ExitFailed, err)
 	}
 	c := final.Sub(baseline)
+	var hooks []report.HookStat
+	for _, h := range cell.jail.HookStats() {
+		hooks = append(hooks, report.HookStat{Name: h.Name, Runs: h.Runs, Time: h.Time})
+	}
 	o.Report.Summary(report.Summary{
 		Time: time.Now(), ExitCode: status, InBounds: c.InBounds, System: c.System,
-		Escapes: c.Escapes, Lost: c.Lost, Duration: time.Since(began),
+		Escapes: c.Escapes, Lost: c.Lost, Duration: time.Since(began), Hooks: hooks,
 	})
 	return status, nil
 }

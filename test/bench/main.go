@@ -28,6 +28,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-lock/agent-lock/internal/session"
 	"github.com/agent-lock/agent-lock/test/testenv"
 )
@@ -51,11 +54,19 @@ func run() int {
 		allow     = flag.Bool(testenv.AllowFlag, false, "run outside the test VM (AGENT_LOCK_VM=1), emptying the test user's home")
 		smoke     = flag.Bool("smoke", false, "tiny sizes, one repetition: proves the suite works, measures nothing")
 		only      = flag.String("run", "", "run only workloads matching `regexp`")
+		repeat    = flag.Int("repeat", 0, "repetitions of each workload in each mode (default 5, smoke 1)")
+		opens     = flag.Int("opens", 0, "opens of the open-read workload (default 200000, smoke 2000)")
 	)
 	c := config{files: 20000, opens: 200000, cfiles: 40, repeat: 5, storm: 10 * time.Second}
 	flag.Parse()
 	if *smoke {
 		c = config{files: 200, opens: 2000, cfiles: 3, repeat: 1, storm: time.Second}
+	}
+	if *repeat > 0 {
+		c.repeat = *repeat
+	}
+	if *opens > 0 {
+		c.opens = *opens
 	}
 	re, err := regexp.Compile(*only)
 	if err != nil {
@@ -131,6 +142,7 @@ func run() int {
 			fmt.Printf("BENCH kernel=%s workload=%s mode=%s n=%d min_ns=%d median_ns=%d max_ns=%d ratio=%.3f\n",
 				kernel, w, mode, len(ts), slices.Min(ts), median(ts), slices.Max(ts), ratio)
 		}
+		b.hooks(ctx, kernel, w)
 	}
 	// Start-up first: its sessions, which see no events, are the storm's
 	// memory baseline.
@@ -247,6 +259,51 @@ func (b *bench) measure(ctx context.Context, mode, w string) (time.Duration, err
 	}
 	ns, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return time.Duration(ns), nil
+}
+
+// hooks runs workload w once more in each jailed mode, untimed, with the
+// kernel's BPF statistics on (they cost two clock reads a program run, so
+// the timed runs go without), and prints where the kernel's time went: the
+// programs that ran, how often, and for how long, against the work's own
+// time. agent-lock reads them as it exits (its report's summary).
+func (b *bench) hooks(ctx context.Context, kernel, w string) {
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		fmt.Printf("hooks: %s: no BPF statistics here: %v\n", w, err)
+		return
+	}
+	defer stats.Close()
+	for _, mode := range []string{"agent-lock", "file_open"} {
+		r := *b.r
+		if mode == "file_open" {
+			r.Engine = session.EngineFileOpenOnly
+		}
+		argv := []string{b.worker, "-worker", w, b.dir, strconv.Itoa(b.c.opens)}
+		res := r.Jailed(ctx, testenv.StartWrapper(argv), b.dir)
+		m := elapsedRE.FindSubmatch(res.Output)
+		if res.Exit != 0 || m == nil || res.Report == nil || res.Report.Summary == nil {
+			fmt.Printf("hooks: %s %s: exit %d: %s\n", w, mode, res.Exit, testenv.Tail(res.Output, 3))
+			continue
+		}
+		work, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		hs := slices.Clone(res.Report.Summary.Hooks)
+		slices.SortFunc(hs, func(a, b testenv.Hook) int { return int(b.NS - a.NS) })
+		var total int64
+		for _, h := range hs {
+			total += h.NS
+			fmt.Printf("BENCH kernel=%s workload=%s mode=%s hook=%s runs=%d ns=%d\n", kernel, w, mode, h.Name, h.Runs, h.NS)
+		}
+		line := fmt.Sprintf("hooks: %-11s %-10s %v in the programs over %v of work (%.0f%%):",
+			w, mode, round(time.Duration(total)), round(time.Duration(work)), 100*float64(total)/float64(work))
+		for i, h := range hs {
+			if i == 4 {
+				line += fmt.Sprintf(" +%d more", len(hs)-i)
+				break
+			}
+			line += fmt.Sprintf(" %s %d x %v;", h.Name, h.Runs, time.Duration(h.NS/int64(max(h.Runs, 1))))
+		}
+		fmt.Println(strings.TrimSuffix(line, ";"))
+	}
 }
 
 var attemptsRE = regexp.MustCompile(`attempts=(\d+)`)

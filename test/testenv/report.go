@@ -39,6 +39,15 @@ type Record struct {
 	System   int64 `json:"system"`
 	Escapes  int64 `json:"escapes"`
 	Lost     int64 `json:"lost"`
+	Hooks    []Hook `json:"hooks"`
+}
+
+// Hook is one program's runs and time, in a summary written while the
+// kernel's BPF statistics were on.
+type Hook struct {
+	Name string `json:"name"`
+	Runs uint64 `json:"runs"`
+	NS   int64  `json:"ns"`
 }
 
 func (r Record) String() string {
