@@ -2,6 +2,7 @@ package jail
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -78,5 +79,33 @@ func TestMonoClock(t *testing.T) {
 	older := c.wall(uint64(ts.Nano()) - uint64(time.Minute))
 	if d := got.Sub(older); d != time.Minute {
 		t.Errorf("a minute earlier on the monotonic clock is %v earlier on the wall", d)
+	}
+}
+
+// Decoded names must not alias the sample, which the ring buffer reuses:
+// the name cache reads the path through a view of it. Through a mount of
+// the superblock's root at / (the name is the path itself), at /home (a
+// new string) and of a subdirectory (a key of its own).
+func TestDecodedNamesOutliveTheSample(t *testing.T) {
+	for _, m := range []mountEntry{{root: "/", point: "/"}, {root: "/", point: "/home"}, {root: "/jailtest", point: "/srv"}} {
+		j := &Jail{names: &Namer{mounts: map[uint32][]mountEntry{25: {m}}}}
+		raw := sample("/jailtest/.ssh/id_rsa")
+		ev, err := j.decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ev.Path
+		copy(raw[len(raw)-len("id_rsa"):], "XXXXXX") // the ring reuses the bytes
+		if ev.Path != want {
+			t.Errorf("mount %+v: the decoded name changed with the sample: %q, was %q", m, ev.Path, want)
+		}
+		again, _ := j.decode(raw)
+		if !strings.HasSuffix(again.Path, "/.ssh/XXXXXX") {
+			t.Errorf("mount %+v: a new path in the same bytes decoded as %q", m, again.Path)
+		}
+		first, _ := j.decode(sample("/jailtest/.ssh/id_rsa"))
+		if first.Path != want {
+			t.Errorf("mount %+v: decoded again from the cache: %q, want %q", m, first.Path, want)
+		}
 	}
 }

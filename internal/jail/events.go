@@ -176,9 +176,21 @@ func (j *Jail) name(dev uint32, rel []byte) string {
 	if slot.dev == dev && slot.name != "" && slot.rel == string(rel) {
 		return slot.name
 	}
-	r := string(rel)
-	*slot = nameSlot{dev: dev, rel: r, name: j.names.Name(dev, r)}
-	return slot.name
+	// One allocation where it can be: Name reads rel through a view of
+	// the sample (reused by the next read), so what it returns is copied
+	// if it points into the sample; the cache's key is then the end of the
+	// name where the two agree (a mount of a superblock's root).
+	view := unsafe.String(&rel[0], len(rel))
+	name := j.names.Name(dev, view)
+	if p := uintptr(unsafe.Pointer(unsafe.StringData(name))); p >= uintptr(unsafe.Pointer(&rel[0])) && p < uintptr(unsafe.Pointer(&rel[0]))+uintptr(len(rel)) {
+		name = strings.Clone(name)
+	}
+	key := name[len(name)-min(len(name), len(rel)):]
+	if key != view {
+		key = string(rel)
+	}
+	*slot = nameSlot{dev: dev, rel: key, name: name}
+	return name
 }
 
 // comm interns process names: few, repeated in every event.
