@@ -85,7 +85,9 @@ touch ready; exec sleep 300`
 		"sh", "-c", fmt.Sprintf("cd %s && env %s %s . -- sh -c '%s'; echo session-exit=$?; sleep 600", dir, env, bin, agent))
 	t.Cleanup(func() { exec.Command("tmux", "-S", tm.socket, "kill-server").Run() })
 
-	s := tm.waitFor("s:agent", `id_ed25519`)
+	// The escape row, not the masthead, which shows the agent's command
+	// (and the key's name in it) before any report has arrived.
+	s := tm.waitFor("s:agent", `\d+ read .*~/\.ssh/id_ed25519`)
 	for _, want := range []string{"JAILED", "🔥"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the session's dashboard lacks %q:\n%s", want, s)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
@@ -322,6 +323,34 @@ func TestOnlyFileOpen(t *testing.T) {
 	}
 	if !read {
 		t.Error("the refused read was not reported")
+	}
+}
+
+// TestHookStats: with the kernel's BPF statistics on, the jail reports the
+// runs and time of the programs that ran; off, nothing (make bench turns
+// them on for its untimed pass only).
+func TestHookStats(t *testing.T) {
+	c := newCell(t, false)
+	if hs := c.j.HookStats(); hs != nil {
+		t.Skipf("BPF statistics are already on here (%v): the off case cannot be seen", hs)
+	}
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		t.Fatalf("enable BPF statistics: %v", err)
+	}
+	defer stats.Close()
+	if _, err := c.run(`for i in 1 2 3 4 5; do cat inside.txt >/dev/null; done`); err != nil {
+		t.Fatal(err)
+	}
+	var open *jail.HookStat
+	hs := c.j.HookStats()
+	for i := range hs {
+		if hs[i].Name == "file_open" {
+			open = &hs[i]
+		}
+	}
+	if open == nil || open.Runs < 5 || open.Time <= 0 {
+		t.Fatalf("file_open's statistics after five cats: %+v (all: %+v)", open, hs)
 	}
 }
 
