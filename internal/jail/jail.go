@@ -504,9 +504,6 @@ func (j *Jail) Counters() (Counters, error) {
 	return c, nil
 }
 
-// Flush makes Read return the events already in the ring and then
-// ErrFlushed, once. It is safe to call while Read blocks (a deadline is not:
-// the reader holds its lock while it waits).
 // HookStats are the kernel's runs and time of each program that ran,
 // sorted by name; nil when the kernel's BPF statistics are off
 // (kernel.bpf_stats_enabled), which is the default: they cost two clock
@@ -531,6 +528,9 @@ type HookStat struct {
 	Time time.Duration
 }
 
+// Flush makes Read return the events already in the ring and then
+// ErrFlushed, once. It is safe to call while Read blocks (a deadline is not:
+// the reader holds its lock while it waits).
 func (j *Jail) Flush() error { return j.reader.Flush() }
 
 // Close detaches the programs and frees the maps. Jailed processes that are

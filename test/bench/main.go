@@ -225,6 +225,16 @@ func (b *bench) setup() error {
 	return nil
 }
 
+// jailed is the runner of a jailed mode: agent-lock, or its file_open
+// hook alone.
+func (b *bench) jailed(mode string) *testenv.Runner {
+	r := *b.r
+	if mode == "file_open" {
+		r.Engine = session.EngineFileOpenOnly
+	}
+	return &r
+}
+
 var elapsedRE = regexp.MustCompile(`elapsed_ns=(\d+)`)
 
 // measure runs one workload once in one mode and returns the time the
@@ -238,11 +248,7 @@ func (b *bench) measure(ctx context.Context, mode, w string) (time.Duration, err
 	case "landlock":
 		res = b.r.Unjailed(ctx, append(argv, "landlock"), b.dir, filepath.Join(b.r.User.Home, "tmp"))
 	case "agent-lock", "file_open":
-		r := *b.r
-		if mode == "file_open" {
-			r.Engine = session.EngineFileOpenOnly
-		}
-		res = r.Jailed(ctx, testenv.StartWrapper(argv), b.dir)
+		res = b.jailed(mode).Jailed(ctx, testenv.StartWrapper(argv), b.dir)
 		if p := testenv.JailProblem(res); p != "" {
 			return 0, fmt.Errorf("%s", p)
 		}
@@ -274,12 +280,8 @@ func (b *bench) hooks(ctx context.Context, kernel, w string) {
 	}
 	defer stats.Close()
 	for _, mode := range []string{"agent-lock", "file_open"} {
-		r := *b.r
-		if mode == "file_open" {
-			r.Engine = session.EngineFileOpenOnly
-		}
 		argv := []string{b.worker, "-worker", w, b.dir, strconv.Itoa(b.c.opens)}
-		res := r.Jailed(ctx, testenv.StartWrapper(argv), b.dir)
+		res := b.jailed(mode).Jailed(ctx, testenv.StartWrapper(argv), b.dir)
 		m := elapsedRE.FindSubmatch(res.Output)
 		if res.Exit != 0 || m == nil || res.Report == nil || res.Report.Summary == nil {
 			fmt.Printf("hooks: %s %s: exit %d: %s\n", w, mode, res.Exit, testenv.Tail(res.Output, 3))

@@ -34,11 +34,11 @@ type Record struct {
 	TmpDir string `json:"tmpdir"`
 
 	// summary
-	ExitCode *int  `json:"exit_code"`
-	InBounds int64 `json:"in_bounds"`
-	System   int64 `json:"system"`
-	Escapes  int64 `json:"escapes"`
-	Lost     int64 `json:"lost"`
+	ExitCode *int   `json:"exit_code"`
+	InBounds int64  `json:"in_bounds"`
+	System   int64  `json:"system"`
+	Escapes  int64  `json:"escapes"`
+	Lost     int64  `json:"lost"`
 	Hooks    []Hook `json:"hooks"`
 }
 
