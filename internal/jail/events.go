@@ -226,7 +226,10 @@ const (
 // link names its target. Nothing was opened, so this is read back from the
 // file system now, as root, by lstat and readlink only; where that fails
 // (the process is gone, the target does not exist) the name is cleaned
-// lexically. It names; it never decides.
+// lexically. A name through the process's own /proc links (fd/N, cwd,
+// root) comes already split by the kernel (proc_link in jail.bpf.c): dir
+// is the link's target, read while the process was alive. It names; it
+// never decides.
 func asGiven(n *Namer, pid, tid, dev uint32, dir, name string) string {
 	if name == "" {
 		name = "?"

@@ -110,6 +110,7 @@ type cell struct {
 	out  string // a directory outside the cell
 	evch chan jail.Event
 	env  []string
+	gate chan struct{} // closed: events are read as they come
 }
 
 func newCell(t *testing.T, audit bool) *cell {
@@ -148,8 +149,19 @@ func newCellWith(t *testing.T, set func(*jail.Config)) *cell {
 
 // startCell streams j's events into the cell and undoes it all at the end.
 func startCell(t *testing.T, cg testCgroup, j *jail.Jail, dir, out string) *cell {
-	c := &cell{t: t, cg: cg, j: j, dir: dir, out: out, evch: make(chan jail.Event, 1024)}
+	return startCellHeld(t, cg, j, dir, out, false)
+}
+
+// startCellHeld is startCell whose events, held, are read (and so named)
+// only from c.release on: a test can make sure the processes that caused
+// them are gone by then.
+func startCellHeld(t *testing.T, cg testCgroup, j *jail.Jail, dir, out string, held bool) *cell {
+	c := &cell{t: t, cg: cg, j: j, dir: dir, out: out, evch: make(chan jail.Event, 1024), gate: make(chan struct{})}
+	if !held {
+		c.release()
+	}
 	go func() {
+		<-c.gate
 		for {
 			ev, err := j.Read()
 			if err != nil {
@@ -165,6 +177,9 @@ func startCell(t *testing.T, cg testCgroup, j *jail.Jail, dir, out string) *cell
 	})
 	return c
 }
+
+// release lets a held cell's events be read.
+func (c *cell) release() { close(c.gate) }
 
 // run runs a shell snippet as the test user inside the cell.
 func (c *cell) run(script string) (string, error) {

@@ -1,6 +1,7 @@
 package jail_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +32,13 @@ func newObservedPolicy(t *testing.T, edit func(*policy.Policy)) *cell {
 // newObservedSampled is newObservedPolicy whose cell streams every
 // in-bounds open (the tests follow each one), or, sampled, a sample.
 func newObservedSampled(t *testing.T, edit func(*policy.Policy), sampled bool) *cell {
+	t.Helper()
+	return newObservedHeld(t, edit, sampled, false)
+}
+
+// newObservedHeld is newObservedSampled whose events, held, wait for
+// c.release (startCellHeld).
+func newObservedHeld(t *testing.T, edit func(*policy.Policy), sampled, held bool) *cell {
 	t.Helper()
 	f, err := kernel.Probe()
 	if err != nil {
@@ -72,7 +80,7 @@ func newObservedSampled(t *testing.T, edit func(*policy.Policy), sampled bool) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startCell(t, cg, j, dir, out)
+	return startCellHeld(t, cg, j, dir, out, held)
 }
 
 func TestObserveOpens(t *testing.T) {
@@ -135,6 +143,50 @@ func TestObserveOpens(t *testing.T) {
 	d := after.Sub(before)
 	if d.InBounds < 1 || d.System < 1 || d.Escapes < 5 {
 		t.Errorf("counters %+v: want in-bounds, system and 5 escapes", d)
+	}
+}
+
+// TestObserveProcLinks: a refused name that climbs out through one of the
+// process's own magic links in /proc names the file it reached, even when
+// the events are read after every process involved is gone (so no link is
+// left to read back from user space: the kernel must have named it).
+func TestObserveProcLinks(t *testing.T) {
+	c := newObservedHeld(t, func(*policy.Policy) {}, false, true)
+	forms := map[string]string{
+		"fd":          `exec 3<. && cat /proc/self/fd/3/../project2/%s`,
+		"fd-reopen":   `: %s && exec 4<"$OUT/readable" && (echo x >/proc/self/fd/4)`,
+		"cwd":         `cat /proc/self/cwd/../project2/%s`,
+		"root":        `cat "/proc/self/root$OUT/%s"`,
+		"thread-self": `exec 3<. && cat /proc/thread-self/fd/3/../project2/%s`,
+		"pid":         `exec 3<. && sh -c 'exec cat /proc/$$/fd/3/../project2/%s'`,
+	}
+	var script strings.Builder
+	for name, form := range forms {
+		if name != "fd-reopen" {
+			// Root's, mode 0600: the test user is refused (EACCES).
+			os.WriteFile(filepath.Join(c.out, "private-"+name), []byte("x\n"), 0o600)
+		}
+		fmt.Fprintf(&script, "(%s) 2>/dev/null\n", fmt.Sprintf(form, "private-"+name))
+	}
+	script.WriteString("echo done\n")
+	os.Chmod(filepath.Join(c.out, "readable"), 0o644) // root's: the test user may not write it
+	if out, _ := c.run(script.String()); out != "done\n" {
+		t.Fatalf("script: %q", out)
+	}
+	c.release()
+	evs := c.events()
+	for name := range forms {
+		want, op := filepath.Join(c.out, "private-"+name), "read"
+		if name == "fd-reopen" {
+			want, op = filepath.Join(c.out, "readable"), "write"
+		}
+		found := false
+		for _, e := range evs {
+			found = found || (e.Denied && e.Op == op && e.Path == want)
+		}
+		if !found {
+			t.Errorf("%s: no refused %s of %s in %+v", name, op, want, evs)
+		}
 	}
 }
 

@@ -1640,12 +1640,132 @@ static __always_inline void observe_opened(struct file *f, __u32 op)
 	report_v(op, &q.v, EV_AUDIT, (__u64)d, 0);
 }
 
+/*
+ * A refused name that goes through one of the calling process's own magic
+ * links in /proc (/proc/self/fd/3/../x, /proc/self/cwd/.., /proc/PID/root/...)
+ * is named here, from the link's target now, while the process and its
+ * descriptors are alive: by the time Go reads the event the process may be
+ * gone and the link with it (under load it was, and the report named
+ * /proc/PID/fd/x instead of the file). proc_link recognises the forms
+ * /proc/{self,thread-self,TGID,TID}/{fd/N,cwd,root}[/rest]; anything else,
+ * another process's links included, is left to Go's reading of the name.
+ * A global function, so that the verifier checks the parse once.
+ */
+#define PL_BYTES 64
+#define PL_FD 1
+#define PL_CWD 2
+#define PL_ROOT 3
+
+struct plink {
+	__u64 uname; /* in: the name as the process gave it */
+	__u32 kind;  /* out: PL_*, 0 for none */
+	__u32 fd;
+	__u32 rest;  /* offset in the name of what follows the link's slash; 0 for nothing */
+};
+
+static __always_inline int pl_num(const char *b, __u32 *off, __u32 *val)
+{
+	__u32 o = *off, v = 0, k;
+
+#pragma unroll
+	for (k = 0; k < 10; k++) {
+		char c = b[(o + k) & (PL_BYTES - 1)];
+
+		if (c < '0' || c > '9')
+			break;
+		v = v * 10 + (c - '0');
+	}
+	if (k == 0)
+		return 0;
+	*off = o + k;
+	*val = v;
+	return 1;
+}
+
+__noinline int proc_link(struct plink *p)
+{
+	__u32 zero = 0, o, v, kind;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct scratch *s;
+	const char *b;
+	char c;
+
+	if (!p)
+		return 0;
+	p->kind = 0;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s || bpf_probe_read_user_str(s->buf, PL_BYTES, (const void *)p->uname) < 8)
+		return 0;
+	b = s->buf;
+	if (b[0] != '/' || b[1] != 'p' || b[2] != 'r' || b[3] != 'o' || b[4] != 'c' || b[5] != '/')
+		return 0;
+	if (b[6] == 's' && b[7] == 'e' && b[8] == 'l' && b[9] == 'f') {
+		o = 10;
+	} else if (b[6] == 't' && b[7] == 'h' && b[8] == 'r' && b[9] == 'e' && b[10] == 'a' &&
+		   b[11] == 'd' && b[12] == '-' && b[13] == 's' && b[14] == 'e' && b[15] == 'l' &&
+		   b[16] == 'f') {
+		o = 17;
+	} else {
+		o = 6;
+		if (!pl_num(b, &o, &v) || (v != id >> 32 && v != (__u32)id))
+			return 0;
+	}
+	if (b[o & (PL_BYTES - 1)] != '/')
+		return 0;
+	o++;
+	if (b[o & (PL_BYTES - 1)] == 'f' && b[(o + 1) & (PL_BYTES - 1)] == 'd' &&
+	    b[(o + 2) & (PL_BYTES - 1)] == '/') {
+		o += 3;
+		if (!pl_num(b, &o, &v))
+			return 0;
+		kind = PL_FD;
+		p->fd = v;
+	} else if (b[o & (PL_BYTES - 1)] == 'c' && b[(o + 1) & (PL_BYTES - 1)] == 'w' &&
+		   b[(o + 2) & (PL_BYTES - 1)] == 'd') {
+		o += 3;
+		kind = PL_CWD;
+	} else if (b[o & (PL_BYTES - 1)] == 'r' && b[(o + 1) & (PL_BYTES - 1)] == 'o' &&
+		   b[(o + 2) & (PL_BYTES - 1)] == 'o' && b[(o + 3) & (PL_BYTES - 1)] == 't') {
+		o += 4;
+		kind = PL_ROOT;
+	} else {
+		return 0;
+	}
+	/* The link must end its component, and all of it must have been read
+	 * (o < PL_BYTES - 1: the last byte read is always the NUL). */
+	if (o >= PL_BYTES - 1)
+		return 0;
+	c = b[o & (PL_BYTES - 1)];
+	if (c == '/')
+		p->rest = b[(o + 1) & (PL_BYTES - 1)] ? o + 1 : 0;
+	else if (c == 0)
+		p->rest = 0;
+	else
+		return 0;
+	p->kind = kind;
+	return 1;
+}
+
+/* The dentry a proc_link names, or 0 (a closed descriptor). */
+static __always_inline __u64 proc_link_dentry(struct plink *p)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
+	struct file *f;
+
+	if (p->kind == PL_FD)
+		return (f = fd_file(p->fd)) ? (__u64)BPF_CORE_READ(f, f_path.dentry) : 0;
+	if (p->kind == PL_CWD)
+		return (__u64)BPF_CORE_READ(t, fs, pwd.dentry);
+	return (__u64)BPF_CORE_READ(t, fs, root.dentry);
+}
+
 static __always_inline int call_exit(long ret)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct call *c = bpf_map_lookup_elem(&calls, &tid);
 	struct call cc;
 	struct rep r = {};
+	struct plink pl = {};
 	struct file *f;
 
 	if (!c)
@@ -1670,7 +1790,12 @@ static __always_inline int call_exit(long ret)
 	r.class = AL_CLASS_OUTSIDE;
 	r.flags = EV_DENIED;
 	r.uname = cc.name;
-	if (cc.dirfd == AT_FDCWD) {
+	pl.uname = cc.name;
+	if (proc_link(&pl) && (r.d1 = proc_link_dentry(&pl))) {
+		/* Named from the link's target: the rest of the name relative to
+		 * it, or, with no rest, the target itself. */
+		r.uname = pl.rest ? cc.name + pl.rest : 0;
+	} else if (cc.dirfd == AT_FDCWD) {
 		struct task_struct *t = (void *)bpf_get_current_task();
 
 		r.d1 = (__u64)BPF_CORE_READ(t, fs, pwd.dentry);
