@@ -171,7 +171,12 @@ func under(p, root string) bool {
 // the BPF-LSM jail does not confine TCP either.
 func config() landlock.Config {
 	all := landlock.AccessFSSet(1<<17 - 1) // up to resolve_unix (ABI 9)
-	return landlock.Config{HandledAccessFS: all, Scoped: landlock.ScopedSet(ll.ScopeAbstractUnixSocket | ll.ScopeSignal)}.BestEffort()
+	// Logging for subprocesses (ABI 7): the agent is exec'd after the
+	// ruleset is enforced, and by default Landlock audits only denials of
+	// the program that enforced it. Where the host's audit is off, Landlock
+	// logs nothing either way.
+	return landlock.Config{HandledAccessFS: all, Scoped: landlock.ScopedSet(ll.ScopeAbstractUnixSocket | ll.ScopeSignal)}.
+		EnableLoggingForSubprocesses().BestEffort()
 }
 
 // Ruleset creates the ruleset (close-on-exec) and returns it with the
@@ -282,6 +287,8 @@ func Limits(abi int) []string {
 	if abi < 6 {
 		l = append(l, "signals to the user's processes, abstract unix sockets (closed from ABI 6)")
 	}
+	// The last line is what the reports cover; the session says more where
+	// it knows whether Landlock's own records can be read.
 	return append(l, "reports cover opens and execs only")
 }
 

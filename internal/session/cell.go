@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +33,13 @@ type cell struct {
 	abi     int
 	// onlyOpen: EngineFileOpenOnly's cell.
 	onlyOpen bool
+	// audit: Landlock's own records of what it refused (llaudit.go), nil
+	// where there are none to read, and noAudit says why.
+	audit   *landlock.AuditLog
+	noAudit string
+	// auditEscapes counts the refusals reported from those records, which
+	// the observers' counters do not see.
+	auditEscapes atomic.Uint64
 
 	warn warner
 }
@@ -119,8 +128,14 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	}
 	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
 		ruleset: ruleset, flags: flags, abi: abi, warn: warn, onlyOpen: cfg.OnlyFileOpen}
-	go func() {
-		defer close(c.events)
+	var readers sync.WaitGroup
+	if ruleset != nil {
+		c.audit, c.noAudit = openAuditLog(abi)
+		if c.audit != nil {
+			readers.Go(c.readAudit)
+		}
+	}
+	readers.Go(func() {
 		for {
 			ev, err := j.Read()
 			if err != nil {
@@ -135,6 +150,10 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 				return
 			}
 		}
+	})
+	go func() {
+		readers.Wait()
+		close(c.events)
 	}()
 	return c, nil
 }
@@ -159,7 +178,9 @@ func (c *cell) engine() string {
 // limits are the side doors this cell's engine leaves open.
 func (c *cell) limits() []string {
 	if c.ruleset != nil {
-		return landlock.Limits(c.abi)
+		l := landlock.Limits(c.abi)
+		l[len(l)-1] = auditLimit(c.noAudit)
+		return l
 	}
 	if c.onlyOpen {
 		return []string{"only open(2) is decided (the benchmarks' one-hook reference): every other door is open"}
@@ -215,12 +236,20 @@ func (c *cell) drain() <-chan jail.Event {
 		close(none)
 		return none
 	}
+	if c.audit != nil {
+		// Audit records reach us through the kernel's audit thread, a
+		// moment after the refusal: wait that moment, no more.
+		c.audit.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	}
 	return c.events
 }
 
 func (c *cell) close() {
 	close(c.done)
 	closeFile(c.ruleset)
+	if c.audit != nil {
+		c.audit.Close()
+	}
 	// Kill before detaching: a process of the cell must never run free.
 	killCgroup(c.cg.Path, 30*time.Second)
 	c.jail.Close()

@@ -242,6 +242,7 @@ wait:
 			if now, err := cell.jail.Counters(); err == nil && now != last {
 				last = now
 				c := now.Sub(baseline)
+				c.Escapes += cell.auditEscapes.Load()
 				o.Report.Progress(report.Progress{Time: time.Now(), InBounds: c.InBounds,
 					System: c.System, Escapes: c.Escapes, Lost: c.Lost})
 			}
@@ -261,6 +262,7 @@ wait:
 		return status, fail(ExitFailed, err)
 	}
 	c := final.Sub(baseline)
+	c.Escapes += cell.auditEscapes.Load()
 	var hooks []report.HookStat
 	for _, h := range cell.jail.HookStats() {
 		hooks = append(hooks, report.HookStat{Name: h.Name, Runs: h.Runs, Time: h.Time})

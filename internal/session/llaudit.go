@@ -1,0 +1,183 @@
+package session
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/landlock"
+)
+
+// Under the Landlock engine the tracepoint observers report opens and
+// execs; where the host's audit is on (and Landlock has audit, ABI 7),
+// Landlock's own records of what it refused report the rest: mkdir, unlink,
+// rename, truncate, signals, sockets outside DIR. They are Landlock's
+// verdicts, read, not derived.
+
+// auditOps are the operations blockers stand for, first match wins: a
+// rename's record lists every right the moved entry would gain (fs.read_file
+// and fs.ioctl_dev among them) besides fs.refer. The open family
+// (fs.read_file, fs.write_file, fs.execute, fs.read_dir, and fs.make_reg,
+// fs.truncate and fs.ioctl_dev as an open needs them) is left out: the
+// observers report opens with the name the process gave, where the record
+// names only the directory.
+var auditOps = []struct{ blocker, op string }{
+	{"fs.refer", "rename"}, {"fs.remove_file", "unlink"}, {"fs.remove_dir", "rmdir"},
+	{"fs.make_dir", "mkdir"}, {"fs.make_sym", "symlink"}, {"fs.make_char", "mknod"},
+	{"fs.make_block", "mknod"}, {"fs.make_fifo", "mknod"}, {"fs.make_sock", "mknod"},
+	{"fs.truncate", "truncate"}, {"fs.ioctl_dev", "ioctl"}, {"fs.resolve_unix", "connect"},
+	{"net.bind_tcp", "bind"}, {"net.connect_tcp", "connect"},
+	{"scope.abstract_unix_socket", "connect"}, {"scope.signal", "signal"},
+}
+
+var openFamily = []string{"fs.read_file", "fs.write_file", "fs.execute", "fs.read_dir"}
+
+// auditEvent is what an access record reports, or false where the
+// observers report it already (or it names nothing we know).
+func auditEvent(r landlock.Record) (jail.Event, bool) {
+	bl := r.Blockers()
+	op := ""
+	for _, o := range auditOps {
+		if slices.Contains(bl, o.blocker) {
+			op = o.op
+			break
+		}
+	}
+	// Within one directory a rename needs no fs.refer: it removes one
+	// name and makes another.
+	if (op == "unlink" || op == "rmdir") && slices.ContainsFunc(bl, func(b string) bool { return strings.HasPrefix(b, "fs.make_") }) {
+		op = "rename"
+	}
+	if op == "" || (op == "truncate" || op == "ioctl") && slices.ContainsFunc(openFamily, func(b string) bool { return slices.Contains(bl, b) }) {
+		return jail.Event{}, false
+	}
+	ev := jail.Event{Time: r.Time, Op: op, Class: "outside", Denied: true, Path: r.Fields["path"],
+		Rule: "Landlock's audit record"}
+	if p, err := strconv.ParseUint(r.Fields["opid"], 10, 32); err == nil {
+		ev.TargetPID = uint32(p)
+	}
+	if ev.Path == "" {
+		ev.Path = r.Fields["ocomm"]
+	}
+	return ev, true
+}
+
+// auditLimit is the last of the Landlock engine's limits: what its reports
+// cover. why is "" where Landlock's records are read.
+func auditLimit(why string) string {
+	if why == "" {
+		return "refusals other than opens and execs come from Landlock's audit records: they name the directory, not the entry, and not the process"
+	}
+	return "reports cover opens and execs only: " + why
+}
+
+// LandlockReports is auditLimit for this host now, for doctor.
+func LandlockReports(abi int) string {
+	why := auditOff(abi)
+	return auditLimit(why)
+}
+
+// auditOff says why Landlock's records cannot be read here, "" if they can.
+func auditOff(abi int) string {
+	if abi < 7 {
+		return "Landlock records its refusals from ABI 7 (Linux 6.15)"
+	}
+	on, err := landlock.AuditOn()
+	if err != nil {
+		return err.Error()
+	}
+	if !on {
+		return "the host's audit is off (auditctl -e 1 or auditd turns it on)"
+	}
+	return ""
+}
+
+// openAuditLog subscribes to Landlock's records where there are any to
+// read; the string says why not otherwise. A failure leaves the observers
+// reporting opens and execs, as on a host without audit: Landlock's
+// enforcement does not depend on it.
+func openAuditLog(abi int) (*landlock.AuditLog, string) {
+	if why := auditOff(abi); why != "" {
+		return nil, why
+	}
+	l, err := landlock.ListenAudit()
+	if err != nil {
+		return nil, err.Error()
+	}
+	return l, ""
+}
+
+// readAudit streams the access records of the cell's Landlock domains:
+// those whose domain record names a process of the cell as the one that
+// enforced it (the agent's first process, or a process of the agent's that
+// sandboxed itself further). Landlock writes a domain's record after the
+// first access record it causes, so those wait for it.
+func (c *cell) readAudit() {
+	ours := map[uint64]bool{}
+	held := map[uint64][]landlock.Record{}
+	var last uint64 // the serial last reported: one report per system call
+	send := func(r landlock.Record) bool {
+		ev, ok := auditEvent(r)
+		if !ok || r.Serial == last {
+			return true
+		}
+		last = r.Serial
+		c.auditEscapes.Add(1)
+		select {
+		case c.events <- ev:
+			return true
+		case <-c.done:
+			return false
+		}
+	}
+	for {
+		r, err := c.audit.Next()
+		if err != nil {
+			return
+		}
+		switch r.Type {
+		case landlock.RecordDomain:
+			if r.Fields["status"] != "allocated" {
+				delete(ours, r.Domain)
+				continue
+			}
+			pid, _ := strconv.Atoi(r.Fields["pid"])
+			mine := c.inCell(pid)
+			ours[r.Domain] = mine
+			for _, a := range held[r.Domain] {
+				if mine && !send(a) {
+					return
+				}
+			}
+			delete(held, r.Domain)
+		case landlock.RecordAccess:
+			mine, known := ours[r.Domain]
+			switch {
+			case !known:
+				if len(held) > 256 {
+					// Other domains of the host, logged before we listened.
+					clear(held)
+				}
+				held[r.Domain] = append(held[r.Domain], r)
+			case mine && !send(r):
+				return
+			}
+		}
+	}
+}
+
+// inCell says whether process pid is in the cell's cgroup.
+func (c *cell) inCell(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rel, ok := strings.CutPrefix(line, "0::"); ok && rel != "/" && strings.HasSuffix(c.cg.Path, rel) {
+			return true
+		}
+	}
+	return false
+}
