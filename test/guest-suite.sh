@@ -103,6 +103,14 @@ if [ "$engine" = landlock ]; then
 	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe'
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode'
 	landlock_runners
+	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
+	# the host's audit on for its run and holds the engine to reporting
+	# what they cover (mkdir, unlink, rename, signals, ...).
+	if [ "$(printf '%s\n' 6.15 "$(uname -r | cut -d- -f1)" | sort -V | head -1)" = 6.15 ]; then
+		step "adversary --engine landlock -landlock-audit" .build/adversary -agent-lock .build/agent-lock -engine landlock -landlock-audit
+	else
+		echo "guest-suite: SKIP adversary -landlock-audit: Linux $(uname -r) is older than 6.15, whose Landlock writes no audit records"
+	fi
 	finish landlock
 fi
 

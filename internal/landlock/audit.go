@@ -26,8 +26,13 @@ const (
 	RecordDomain = 1424 // AUDIT_LANDLOCK_DOMAIN
 
 	auditGet      = 1000 // AUDIT_GET
+	auditSet      = 1001 // AUDIT_SET
 	auditNlgrpLog = 1    // AUDIT_NLGRP_READLOG
 )
+
+// AuditRule is the rule agent-lock's reports name for what Landlock's
+// records report.
+const AuditRule = "Landlock's audit record"
 
 // Record is one Landlock audit record.
 type Record struct {
@@ -84,6 +89,32 @@ func AuditOn() (bool, error) {
 			return binary.NativeEndian.Uint32(data[4:]) != 0, nil
 		}
 	}
+}
+
+// SetAudit turns the kernel's audit on or off (AUDIT_SET,
+// CAP_AUDIT_CONTROL). agent-lock itself never calls it: the tests do, to
+// see both sides of a host's setting, and put it back.
+func SetAudit(on bool) error {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
+	if err != nil {
+		return fmt.Errorf("audit netlink socket: %w", err)
+	}
+	defer unix.Close(fd)
+	msg := make([]byte, unix.NLMSG_HDRLEN+40) // struct audit_status's head
+	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.NativeEndian.PutUint16(msg[4:], auditSet)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST)
+	binary.NativeEndian.PutUint32(msg[unix.NLMSG_HDRLEN:], 1) // mask: AUDIT_STATUS_ENABLED
+	if on {
+		binary.NativeEndian.PutUint32(msg[unix.NLMSG_HDRLEN+4:], 1)
+	}
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("set audit: %w", err)
+	}
+	if now, err := AuditOn(); err != nil || now != on {
+		return fmt.Errorf("set audit to %v: it is %v (%v)", on, now, err)
+	}
+	return nil
 }
 
 // AuditLog is a subscription to the audit log, for Landlock's records.

@@ -40,6 +40,10 @@ type cell struct {
 	// auditEscapes counts the refusals reported from those records, which
 	// the observers' counters do not see.
 	auditEscapes atomic.Uint64
+	// auditUntil: when the audit reader stops (unix ns, 0 for not yet);
+	// agentPID: the cell's first process, whose domain is the agent's.
+	auditUntil atomic.Int64
+	agentPID   atomic.Int64
 
 	warn warner
 }
@@ -239,10 +243,14 @@ func (c *cell) drain() <-chan jail.Event {
 	if c.audit != nil {
 		// Audit records reach us through the kernel's audit thread, a
 		// moment after the refusal: wait that moment, no more.
-		c.audit.SetDeadline(time.Now().Add(500 * time.Millisecond))
+		c.auditUntil.Store(time.Now().Add(drainWait).UnixNano())
 	}
 	return c.events
 }
+
+// drainWait bounds how long the audit reader waits for Landlock's last
+// records once the agent is gone.
+const drainWait = time.Second
 
 func (c *cell) close() {
 	close(c.done)

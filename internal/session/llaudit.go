@@ -1,10 +1,12 @@
 package session
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/landlock"
@@ -29,19 +31,23 @@ var auditOps = []struct{ blocker, op string }{
 	{"fs.make_block", "mknod"}, {"fs.make_fifo", "mknod"}, {"fs.make_sock", "mknod"},
 	{"fs.truncate", "truncate"}, {"fs.ioctl_dev", "ioctl"}, {"fs.resolve_unix", "connect"},
 	{"net.bind_tcp", "bind"}, {"net.connect_tcp", "connect"},
-	{"scope.abstract_unix_socket", "connect"}, {"scope.signal", "signal"},
+	{"scope.abstract_unix_socket", "connect"}, {"scope.signal", "signal"}, {"ptrace", "ptrace"},
 }
 
 var openFamily = []string{"fs.read_file", "fs.write_file", "fs.execute", "fs.read_dir"}
 
-// auditEvent is what an access record reports, or false where the
-// observers report it already (or it names nothing we know).
-func auditEvent(r landlock.Record) (jail.Event, bool) {
-	bl := r.Blockers()
-	op := ""
+// auditEvent is what the access records of one system call report (a
+// rename writes one for each end), or false where the observers report it
+// already (or it names nothing we know).
+func auditEvent(recs []landlock.Record) (jail.Event, bool) {
+	var bl []string
+	for _, r := range recs {
+		bl = append(bl, r.Blockers()...)
+	}
+	op, by := "", -1
 	for _, o := range auditOps {
-		if slices.Contains(bl, o.blocker) {
-			op = o.op
+		if i := slices.IndexFunc(recs, func(r landlock.Record) bool { return slices.Contains(r.Blockers(), o.blocker) }); i >= 0 {
+			op, by = o.op, i
 			break
 		}
 	}
@@ -53,8 +59,9 @@ func auditEvent(r landlock.Record) (jail.Event, bool) {
 	if op == "" || (op == "truncate" || op == "ioctl") && slices.ContainsFunc(openFamily, func(b string) bool { return slices.Contains(bl, b) }) {
 		return jail.Event{}, false
 	}
+	r := recs[by]
 	ev := jail.Event{Time: r.Time, Op: op, Class: "outside", Denied: true, Path: r.Fields["path"],
-		Rule: "Landlock's audit record"}
+		Rule: landlock.AuditRule}
 	if p, err := strconv.ParseUint(r.Fields["opid"], 10, 32); err == nil {
 		ev.TargetPID = uint32(p)
 	}
@@ -110,20 +117,21 @@ func openAuditLog(abi int) (*landlock.AuditLog, string) {
 }
 
 // readAudit streams the access records of the cell's Landlock domains:
-// those whose domain record names a process of the cell as the one that
-// enforced it (the agent's first process, or a process of the agent's that
-// sandboxed itself further). Landlock writes a domain's record after the
-// first access record it causes, so those wait for it.
+// those whose domain record names the agent's first process as the one
+// that enforced it (or a process of the cell that sandboxed itself
+// further, while it lives). Landlock writes a domain's record after the
+// first access record it causes, so those wait for it. The records of one
+// system call share a serial and come together: they are reported as one,
+// once the next serial shows or the log has been quiet a moment.
 func (c *cell) readAudit() {
 	ours := map[uint64]bool{}
-	held := map[uint64][]landlock.Record{}
-	var last uint64 // the serial last reported: one report per system call
-	send := func(r landlock.Record) bool {
-		ev, ok := auditEvent(r)
-		if !ok || r.Serial == last {
+	held := map[uint64][][]landlock.Record{} // by domain: groups waiting for its record
+	var group []landlock.Record
+	report := func(g []landlock.Record) bool {
+		ev, ok := auditEvent(g)
+		if !ok {
 			return true
 		}
-		last = r.Serial
 		c.auditEscapes.Add(1)
 		select {
 		case c.events <- ev:
@@ -132,39 +140,79 @@ func (c *cell) readAudit() {
 			return false
 		}
 	}
-	for {
-		r, err := c.audit.Next()
-		if err != nil {
-			return
-		}
-		switch r.Type {
-		case landlock.RecordDomain:
+	flush := func() bool {
+		g := group
+		group = nil
+		var access []landlock.Record
+		for _, r := range g {
+			if r.Type != landlock.RecordDomain {
+				access = append(access, r)
+				continue
+			}
 			if r.Fields["status"] != "allocated" {
 				delete(ours, r.Domain)
 				continue
 			}
 			pid, _ := strconv.Atoi(r.Fields["pid"])
-			mine := c.inCell(pid)
+			mine := pid != 0 && (int64(pid) == c.agentPID.Load() || c.inCell(pid))
 			ours[r.Domain] = mine
-			for _, a := range held[r.Domain] {
-				if mine && !send(a) {
-					return
+			for _, h := range held[r.Domain] {
+				if mine && !report(h) {
+					return false
 				}
 			}
 			delete(held, r.Domain)
-		case landlock.RecordAccess:
-			mine, known := ours[r.Domain]
-			switch {
-			case !known:
-				if len(held) > 256 {
-					// Other domains of the host, logged before we listened.
-					clear(held)
-				}
-				held[r.Domain] = append(held[r.Domain], r)
-			case mine && !send(r):
+		}
+		if len(access) == 0 {
+			return true
+		}
+		d := access[0].Domain
+		mine, known := ours[d]
+		switch {
+		case !known:
+			if len(held) > 256 {
+				// Other domains of the host, logged before we listened.
+				clear(held)
+			}
+			held[d] = append(held[d], access)
+		case mine:
+			return report(access)
+		}
+		return true
+	}
+	for {
+		// Never an unbounded wait: drain's auditUntil could be stored
+		// between the load below and SetDeadline, and then overridden.
+		deadline := time.Now().Add(300 * time.Millisecond)
+		if len(group) > 0 {
+			deadline = time.Now().Add(50 * time.Millisecond)
+		}
+		if u := c.auditUntil.Load(); u != 0 && u < deadline.UnixNano() {
+			deadline = time.Unix(0, u)
+		}
+		c.audit.SetDeadline(deadline)
+		waited := time.Now()
+		r, err := c.audit.Next()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			quiet := len(group) == 0
+			if !flush() {
 				return
 			}
+			// Draining: done once the log has been quiet for a
+			// whole wait begun after the drain, or at auditUntil.
+			if u := c.auditUntil.Load(); u != 0 && (quiet && waited.UnixNano() >= u-int64(drainWait) || time.Now().UnixNano() >= u) {
+				return
+			}
+			continue
 		}
+		if err != nil {
+			flush()
+			return
+		}
+		if len(group) > 0 && group[0].Serial != r.Serial && !flush() {
+			return
+		}
+		group = append(group, r)
 	}
 }
 

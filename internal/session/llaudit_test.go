@@ -1,42 +1,21 @@
 package session_test
 
 import (
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
-// setAudit turns the kernel's audit on or off (AUDIT_SET). agent-lock never
-// does; the test does, to see both sides, and puts it back.
 func setAudit(t *testing.T, on bool) {
 	t.Helper()
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
-	if err != nil {
+	if err := landlock.SetAudit(on); err != nil {
 		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	msg := make([]byte, unix.NLMSG_HDRLEN+40) // struct audit_status's head
-	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
-	binary.NativeEndian.PutUint16(msg[4:], 1001) // AUDIT_SET
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST)
-	binary.NativeEndian.PutUint32(msg[16:], 1) // AUDIT_STATUS_ENABLED
-	if on {
-		binary.NativeEndian.PutUint32(msg[20:], 1)
-	}
-	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		t.Fatal(err)
-	}
-	if now, err := landlock.AuditOn(); err != nil || now != on {
-		t.Fatalf("audit on=%v after setting it to %v: %v", now, on, err)
 	}
 }
 

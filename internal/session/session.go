@@ -194,6 +194,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		// The kernel may have refused the exec: say what it reported.
 		return 0, fail(code, fmt.Errorf("%s: %w", argv[0], err))
 	}
+	cell.agentPID.Store(int64(cmd.Process.Pid))
 
 	mode := report.Enforce
 	if o.Audit {

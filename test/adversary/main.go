@@ -48,7 +48,8 @@ type suite struct {
 	run          *testenv.Runner
 	baselineOnly bool
 	verbose      bool
-	abi          int // Landlock's, under -engine landlock
+	abi          int  // Landlock's, under -engine landlock
+	llAudit      bool // -landlock-audit: Landlock's audit records report too
 }
 
 func run() int {
@@ -62,6 +63,7 @@ func run() int {
 		list         = flag.Bool("list", false, "list the techniques and exit")
 		timeout      = flag.Duration("timeout", 30*time.Second, "time limit of each run")
 		baselineOnly = flag.Bool("baseline-only", false, "run only the unjailed baselines (on a machine that cannot load the jail)")
+		llAudit      = flag.Bool("landlock-audit", false, "with -engine landlock (ABI 7+): turn the host's audit on for the run (and back off), and hold the engine to reporting what Landlock's audit records cover")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: adversary [flags]\n\nTries %d ways out of agent-lock's jail; see -list.\n\n", len(allTechniques()))
@@ -108,6 +110,15 @@ func run() int {
 	if *engine == "landlock" {
 		s.abi = landlockABI()
 		landlockList(s.abi)
+	}
+	if *llAudit {
+		restore, err := landlockAudit(*engine, s.abi)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "adversary: -landlock-audit:", err)
+			return 2
+		}
+		defer restore()
+		s.llAudit = true
 	}
 
 	if !s.baselineOnly {
@@ -432,7 +443,10 @@ func (s *suite) match(t *Technique, rep *testenv.Report) *testenv.Record {
 		if e.Verdict != "blocked" || !contains(t.Ops, e.Op) {
 			continue
 		}
-		if want != "" && !strings.Contains(e.Path, want) && !strings.Contains(e.Path2, want) {
+		if want != "" && !strings.Contains(e.Path, want) && !strings.Contains(e.Path2, want) &&
+			!(s.llAudit && e.Rule == "Landlock's audit record" && strings.HasPrefix(want, e.Path+"/")) {
+			// (Landlock's audit records name the directory an entry
+			// was to be made in or removed from, not the entry.)
 			continue
 		}
 		if t.Target && e.TargetPID != 0 && e.TargetPID != victim {
@@ -463,7 +477,7 @@ func (s *suite) all(ctx context.Context, techs []Technique) int {
 		}
 		r := s.try(ctx, t)
 		if s.run.Engine == "landlock" {
-			r = landlockJudge(t, r, s.abi)
+			r = landlockJudge(t, r, s.abi, s.llAudit)
 		}
 		counts[r.status]++
 		if r.jail != nil {

@@ -28,6 +28,7 @@ type Record struct {
 	TargetPID int    `json:"target_pid"`
 	Verdict   string `json:"verdict"`
 	Sensitive bool   `json:"sensitive"`
+	Rule      string `json:"rule"`
 
 	// start
 	Dir    string `json:"dir"`
