@@ -267,7 +267,7 @@ func (m *Model) detailPanel(t *Target, w, h int) []string {
 	}
 	lines = append(lines, title.Render("processes"))
 	for _, a := range t.Actors {
-		lines = append(lines, fit(fmt.Sprintf("  %s[%d]", clean(a.Comm), a.PID), w))
+		lines = append(lines, fit("  "+actor(a.Comm, a.PID), w))
 	}
 	if t.MoreActors {
 		lines = append(lines, dim.Render("  … and others"))
@@ -295,7 +295,7 @@ func (m *Model) livePanel(w, h int) []string {
 		if e.Sensitive {
 			flag = "🔥"
 		}
-		head := fmt.Sprintf("%s %-7s %-7s %s[%d] %s", clock(e.Time), verdict, clean(e.Op), clean(e.Comm), e.PID, flag)
+		head := fmt.Sprintf("%s %-7s %-7s %s %s", clock(e.Time), verdict, clean(e.Op), actor(e.Comm, e.PID), flag)
 		path := tilde(e.Path, m.home)
 		if e.Path2 != "" {
 			path += " → " + tilde(e.Path2, m.home)
@@ -430,4 +430,13 @@ func plural(n uint64, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// actor names a process: comm[pid], or "?" where the kernel's record named
+// none (Landlock's audit records do not).
+func actor(comm string, pid uint32) string {
+	if pid == 0 && comm == "" {
+		return "?"
+	}
+	return fmt.Sprintf("%s[%d]", clean(comm), pid)
 }

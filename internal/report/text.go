@@ -109,8 +109,13 @@ func (t *textWriter) Escape(e Event) error {
 			b = fmt.Appendf(b, " -> pid %d", e.TargetPID)
 		}
 		b = append(b, "  ("...)
-		b = appendQuoted(b, e.Comm)
-		b = fmt.Appendf(b, " pid %d", e.PID)
+		if e.PID == 0 && e.Comm == "" {
+			// Landlock's audit records name no process.
+			b = append(b, "process not recorded"...)
+		} else {
+			b = appendQuoted(b, e.Comm)
+			b = fmt.Appendf(b, " pid %d", e.PID)
+		}
 		if e.TID != 0 && e.TID != e.PID {
 			b = fmt.Appendf(b, " tid %d", e.TID)
 		}
