@@ -46,6 +46,10 @@ type Rule struct {
 	// Name says where the rule comes from ("project directory",
 	// "--allow", "home secret"); decisions it made carry it (Event.Rule).
 	Name string
+	// Protect, for a Protect rule other than the project directory (which
+	// has Config.Protect): the entries below this root that are read-only
+	// (a git worktree's commondir, gitdir, config.worktree).
+	Protect []Protected
 }
 
 // Config describes one cell.
@@ -248,7 +252,13 @@ func Load(cfg Config) (*Jail, error) {
 	j := &Jail{coll: coll, rules: map[uint32]string{}}
 	// Before anything attaches, like the rules: an entry that is not in
 	// the table is not protected, so a failed write stops here.
-	protNames, err := fillProtect(coll.Maps["protect"], cfg.Protect)
+	roots := []protectRoot{{entries: cfg.Protect}}
+	for _, r := range cfg.Rules {
+		if r.Flags&Protect != 0 && r.Protect != nil {
+			roots = append(roots, protectRoot{prefix: r.Path + "/", entries: r.Protect})
+		}
+	}
+	protNames, rootNodes, err := fillProtect(coll.Maps["protect"], roots...)
 	if err != nil {
 		j.Close()
 		return nil, fmt.Errorf("load jail: %w", err)
@@ -305,11 +315,12 @@ func Load(cfg Config) (*Jail, error) {
 		rules = nil
 		for _, r := range cfg.Rules {
 			if r.Flags&^Socket != 0 {
-				rules = append(rules, Rule{Path: r.Path, Flags: r.Flags &^ Socket, Name: r.Name})
+				r.Flags &^= Socket
+				rules = append(rules, r)
 			}
 		}
 	}
-	if err := j.register(rules); err != nil {
+	if err := j.register(rules, rootNodes[1:]); err != nil {
 		j.Close()
 		return nil, err
 	}
@@ -387,7 +398,7 @@ func boolU32(b bool) uint32 {
 // register records each rule root under the identity the kernel gives it:
 // agent-lock opens the path while the registration slot names this process,
 // and file_open writes (dev, inode) as it sees them into the rule map.
-func (j *Jail) register(rules []Rule) error {
+func (j *Jail) register(rules []Rule, protRoots []uint32) error {
 	// One thread, one open at a time: the slot is consumed by the next
 	// open of this process.
 	runtime.LockOSThread()
@@ -404,6 +415,10 @@ func (j *Jail) register(rules []Rule) error {
 			return fmt.Errorf("register %s: %w", r.Path, err)
 		}
 		slot := jailRegistration{Tgid: pid, Flags: uint32(r.Flags), Seq: before.Seq, Id: id}
+		if r.Flags&Protect != 0 && r.Protect != nil {
+			// In the order Load gave them their trie nodes.
+			slot.Prot, protRoots = protRoots[0], protRoots[1:]
+		}
 		if err := regMap.Put(zero, slot); err != nil {
 			return fmt.Errorf("register %s: %w", r.Path, err)
 		}

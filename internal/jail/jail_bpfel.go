@@ -135,13 +135,14 @@ type jailRegistration struct {
 	Dev   uint32
 	Ino   uint64
 	Id    uint32
-	Pad   uint32
+	Prot  uint32
 }
 
 type jailRule struct {
 	_     structs.HostLayout
 	Flags uint32
 	Id    uint32
+	Prot  uint32
 }
 
 type jailRuleKey struct {

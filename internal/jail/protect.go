@@ -53,60 +53,78 @@ func CheckProtected(path string) error {
 }
 
 // protectTrie numbers the components of the protected paths: node 0 is the
-// root, each key is (parent node, name). It returns the map entries and the
-// path of each node that a decision can name.
-func protectTrie(entries []Protected) (map[jailProtKey]jailProt, map[uint32]string, error) {
-	sorted := append([]Protected(nil), entries...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+// first root (DIR), each key is (parent node, name). Each further root (a
+// git worktree's git directory) gets a node of its own, returned in order,
+// below which its entries lie; their names are prefixed with the root's
+// path. It returns the map entries and the path of each node that a
+// decision can name.
+func protectTrie(roots ...protectRoot) (map[jailProtKey]jailProt, map[uint32]string, []uint32, error) {
 	out := map[jailProtKey]jailProt{}
 	names := map[uint32]string{}
+	var rootNodes []uint32
 	next := uint32(1)
-	for _, e := range sorted {
-		if err := CheckProtected(e.Path); err != nil {
-			return nil, nil, err
+	for i, root := range roots {
+		top := uint32(0)
+		if i > 0 {
+			top = next
+			next++
 		}
-		parent := uint32(0)
-		parts := strings.Split(e.Path, "/")
-		for i, p := range parts {
-			var k jailProtKey
-			k.Parent = parent
-			for j := range len(p) {
-				k.Name[j] = int8(p[j])
+		rootNodes = append(rootNodes, top)
+		sorted := append([]Protected(nil), root.entries...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+		for _, e := range sorted {
+			if err := CheckProtected(e.Path); err != nil {
+				return nil, nil, nil, err
 			}
-			v, ok := out[k]
-			if !ok {
-				v = jailProt{Node: next}
-				next++
-			}
-			if i == len(parts)-1 {
-				if e.DirOnly {
-					v.Flags |= protEntry
-				} else {
-					v.Flags |= protTree
+			parent := top
+			parts := strings.Split(e.Path, "/")
+			for i, p := range parts {
+				var k jailProtKey
+				k.Parent = parent
+				for j := range len(p) {
+					k.Name[j] = int8(p[j])
 				}
-				names[v.Node] = e.Path
+				v, ok := out[k]
+				if !ok {
+					v = jailProt{Node: next}
+					next++
+				}
+				if i == len(parts)-1 {
+					if e.DirOnly {
+						v.Flags |= protEntry
+					} else {
+						v.Flags |= protTree
+					}
+					names[v.Node] = root.prefix + e.Path
+				}
+				out[k] = v
+				parent = v.Node
 			}
-			out[k] = v
-			parent = v.Node
 		}
 	}
-	return out, names, nil
+	return out, names, rootNodes, nil
+}
+
+// protectRoot is one root's protected entries, named with prefix.
+type protectRoot struct {
+	prefix  string
+	entries []Protected
 }
 
 // fillProtect writes the trie into the kernel's map. A failed write is an
 // error: the caller does not start the agent (fail closed).
-func fillProtect(m *ebpf.Map, entries []Protected) (map[uint32]string, error) {
-	trie, names, err := protectTrie(entries)
+func fillProtect(m *ebpf.Map, roots ...protectRoot) (map[uint32]string, []uint32, error) {
+	trie, names, rootNodes, err := protectTrie(roots...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(trie) > int(m.MaxEntries()) {
-		return nil, fmt.Errorf("%d protected names, the kernel's table holds %d", len(trie), m.MaxEntries())
+		return nil, nil, fmt.Errorf("%d protected names, the kernel's table holds %d", len(trie), m.MaxEntries())
 	}
 	for k, v := range trie {
 		if err := m.Put(k, v); err != nil {
-			return nil, fmt.Errorf("protect %v: %w", names[v.Node], err)
+			return nil, nil, fmt.Errorf("protect %v: %w", names[v.Node], err)
 		}
 	}
-	return names, nil
+	return names, rootNodes, nil
 }

@@ -6,10 +6,10 @@ import (
 )
 
 func TestProtectTrie(t *testing.T) {
-	trie, names, err := protectTrie([]Protected{
+	trie, names, roots, err := protectTrie(protectRoot{entries: []Protected{
 		{Path: ".git/hooks"}, {Path: ".git", DirOnly: true}, {Path: ".git/config"}, {Path: ".envrc"},
 		{Path: ".claude/settings.json"},
-	})
+	}}, protectRoot{prefix: "/r/.git/worktrees/w/", entries: []Protected{{Path: "commondir"}, {Path: "config"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +48,24 @@ func TestProtectTrie(t *testing.T) {
 	if v := node(0, ".envrc"); v.Flags != protTree {
 		t.Errorf(".envrc: %+v", v)
 	}
-	if len(trie) != 6 {
-		t.Errorf("%d entries, want 6: %v", len(trie), trie)
+	// The second root's entries lie below its own node, named with its
+	// path; DIR's config is not its config.
+	if len(roots) != 2 || roots[0] != 0 || roots[1] == 0 {
+		t.Fatalf("root nodes %v", roots)
 	}
-	seen := map[uint32]bool{0: true}
+	if v := node(roots[1], "commondir"); v.Flags != protTree || names[v.Node] != "/r/.git/worktrees/w/commondir" {
+		t.Errorf("second root's commondir: %+v %q", v, names[v.Node])
+	}
+	if _, ok := trie[key(0, "commondir")]; ok {
+		t.Error("the second root's entries leak into DIR's")
+	}
+	if v := node(roots[1], "config"); v.Node == node(git.Node, "config").Node {
+		t.Error("the two roots share a node")
+	}
+	if len(trie) != 8 {
+		t.Errorf("%d entries, want 8: %v", len(trie), trie)
+	}
+	seen := map[uint32]bool{0: true, roots[1]: true}
 	for _, v := range trie {
 		if seen[v.Node] {
 			t.Errorf("node %d used twice", v.Node)

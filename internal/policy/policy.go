@@ -207,6 +207,14 @@ func (p Policy) Rules() []jail.Rule {
 		dirFlags |= jail.Protect
 	}
 	add(p.Dir, dirFlags, "project directory")
+	if w, ok := FindGitWorktree(p.Dir); ok {
+		for _, r := range w.rules() {
+			if seen[r.Path]&r.Flags != r.Flags {
+				seen[r.Path] |= r.Flags
+				rules = append(rules, r)
+			}
+		}
+	}
 	if p.TmpDir != "" {
 		add(p.TmpDir, jail.Read|jail.Write, "private TMPDIR")
 	}

@@ -453,6 +453,8 @@ struct walk {
 	__u32 at_root;
 	__u64 sb_root;
 	__u64 nearest_d;  /* the nearest rule's dentry */
+	__u32 nearest_prot; /* its protect-trie node */
+	__u32 pad;
 };
 
 static long walk_step(__u32 i, struct walk *w)
@@ -478,6 +480,7 @@ static long walk_step(__u32 i, struct walk *w)
 				w->nearest_at = i;
 				w->nearest_id = r->id;
 				w->nearest_d = (__u64)d;
+				w->nearest_prot = r->prot;
 			}
 		}
 	}
@@ -617,7 +620,7 @@ struct protq {
 	__u64 dentry;
 	__u64 root;
 	__u32 depth;
-	__u32 pad;
+	__u32 node0; /* the root's own trie node */
 	struct verdict v;
 };
 
@@ -631,13 +634,14 @@ struct protq {
 __noinline int protected(struct protq *q)
 {
 	struct topq t = {};
-	__u32 node = 0;
+	__u32 node;
 	int k;
 
 	if (!q)
 		return 0;
+	node = q->node0;
 	if (q->depth == 0) {
-		q->v.node = 0;
+		q->v.node = node;
 		return 0;
 	}
 	t.cur = q->dentry;
@@ -878,6 +882,7 @@ __noinline int classify(struct query *q)
 			.dentry = (__u64)d,
 			.root = w.nearest_d,
 			.depth = w.nearest_at,
+			.node0 = w.nearest_prot,
 			.v = *v,
 		};
 
@@ -1028,9 +1033,13 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 	k.ino = BPF_CORE_READ(inode, i_ino);
 	nr.flags = r->flags;
 	nr.id = r->id; /* a later registration of the same root names it (denials come last) */
+	nr.prot = r->prot;
 	old = bpf_map_lookup_elem(&rules, &k);
-	if (old)
+	if (old) {
 		nr.flags |= old->flags;
+		if (!(r->flags & RULE_PROTECT))
+			nr.prot = old->prot;
+	}
 	if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
 		r->dev = k.dev;
 		r->ino = k.ino;

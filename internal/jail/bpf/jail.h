@@ -121,6 +121,7 @@ struct rule_key {
 struct rule {
 	__u32 flags;
 	__u32 id;    /* agent-lock's number for it, reported with each decision */
+	__u32 prot;  /* RULE_PROTECT: the protect-trie node of this root */
 };
 
 /*
@@ -128,7 +129,9 @@ struct rule {
  * files the user's own tools execute outside the jail. They are kept by name,
  * not by inode, because most do not exist yet when the cell starts: creating
  * one must be refused as well as writing it. A trie of path components, written
- * by agent-lock before the programs attach; node 0 is the root itself. Names
+ * by agent-lock before the programs attach; node 0 is DIR itself, and each
+ * other RULE_PROTECT root (a git worktree's own git directory outside DIR)
+ * starts at the node its rule names, with entries of its own. Names
  * are at most PROT_NAME-1 bytes and paths at most PROT_DEPTH components.
  */
 #define PROT_NAME  32
@@ -180,7 +183,7 @@ struct registration {
 	__u32 dev;     /* identity it recorded, for agent-lock's log */
 	__u64 ino;
 	__u32 id;      /* the rule's id, for the next open */
-	__u32 pad;
+	__u32 prot;    /* its protect-trie node, for the next open */
 };
 
 #endif
