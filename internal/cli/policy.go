@@ -152,6 +152,15 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  %s\n", p.Path)
 		}
 	}
+	for _, r := range plan.Policy.Rules() {
+		if r.Protect == nil {
+			continue
+		}
+		fmt.Fprintf(stdout, "\nprotected in %s (%s; read-only to the agent):\n", tilde(r.Path), r.Name)
+		for _, p := range r.Protect {
+			fmt.Fprintf(stdout, "  %s\n", p.Path)
+		}
+	}
 	env := append(slices.Clone(plan.Profiles.Env), o.passEnv...)
 	fmt.Fprintf(stdout, "\nenvironment: variables named like credentials are withheld; passed anyway: %s\n", orNone(strings.Join(env, " ")))
 	var missing []string
