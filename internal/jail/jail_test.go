@@ -232,27 +232,29 @@ func TestDecisions(t *testing.T) {
 		ok     bool
 		op     string // expected refusal, when !ok
 		path   string // substring of the reported path
+		says   string // in the output, when set: the errno's message
 	}{
-		{"read inside", `cat inside.txt`, true, "", ""},
-		{"write inside", `echo x > new.txt && mkdir d && mv new.txt d/ && rm -r d`, true, "", ""},
-		{"read system", `cat /etc/passwd >/dev/null && ls /usr/bin >/dev/null`, true, "", ""},
-		{"own proc", `cat /proc/self/status /proc/meminfo >/dev/null`, true, "", ""},
-		{"read outside", `cat "$OUT/secret"`, false, "read", "project2/secret"},
-		{"dotdot", `cat ../project2/secret`, false, "read", "project2/secret"},
-		{"symlink out", `ln -s "$OUT/secret" link && cat link`, false, "read", "project2/secret"},
-		{"proc root", `cat /proc/self/root"$OUT/secret"`, false, "read", "project2/secret"},
-		{"list parent", `ls ..`, false, "read", ""},
-		{"write outside", `echo x > "$OUT/new"`, false, "create", "project2/new"},
-		{"write system", `echo x >> "$SYSFILE"`, false, "write", "/etc/agent-lock-test-"},
-		{"rename in", `mv "$OUT/secret" ./stolen`, false, "rename", "project2/secret"},
-		{"hardlink in", `ln "$OUT/secret" ./hl`, false, "link", "project2/secret"},
-		{"unlink outside", `rm -f "$OUT/secret"`, false, "unlink", "project2/secret"},
-		{"chmod outside", `chmod 600 "$OUT/secret"`, false, "chmod", "project2/secret"},
-		{"utimes outside", `touch -d 2001-01-01 "$OUT/secret"`, false, "utimes", "project2/secret"},
-		{"move dir itself", `mv "$DIR" "$DIR.moved"`, false, "rename", "project"},
-		{"foreign proc", `cat /proc/$TARGET/stat`, false, "read", "/stat"},
-		{"foreign environ", `cat /proc/$TARGET/environ`, false, "", ""},
-		{"signal outside", `kill -TERM $TARGET`, false, "signal", ""},
+		{"read inside", `cat inside.txt`, true, "", "", ""},
+		{"write inside", `echo x > new.txt && mkdir d && mv new.txt d/ && rm -r d`, true, "", "", ""},
+		{"read system", `cat /etc/passwd >/dev/null && ls /usr/bin >/dev/null`, true, "", "", ""},
+		{"own proc", `cat /proc/self/status /proc/meminfo >/dev/null`, true, "", "", ""},
+		// File refusals are EACCES, as permissions refuse them; others EPERM.
+		{"read outside", `cat "$OUT/secret"`, false, "read", "project2/secret", "Permission denied"},
+		{"dotdot", `cat ../project2/secret`, false, "read", "project2/secret", ""},
+		{"symlink out", `ln -s "$OUT/secret" link && cat link`, false, "read", "project2/secret", ""},
+		{"proc root", `cat /proc/self/root"$OUT/secret"`, false, "read", "project2/secret", ""},
+		{"list parent", `ls ..`, false, "read", "", ""},
+		{"write outside", `echo x > "$OUT/new"`, false, "create", "project2/new", "Permission denied"},
+		{"write system", `echo x >> "$SYSFILE"`, false, "write", "/etc/agent-lock-test-", ""},
+		{"rename in", `mv "$OUT/secret" ./stolen`, false, "rename", "project2/secret", ""},
+		{"hardlink in", `ln "$OUT/secret" ./hl`, false, "link", "project2/secret", ""},
+		{"unlink outside", `rm -f "$OUT/secret"`, false, "unlink", "project2/secret", "Permission denied"},
+		{"chmod outside", `chmod 600 "$OUT/secret"`, false, "chmod", "project2/secret", ""},
+		{"utimes outside", `touch -d 2001-01-01 "$OUT/secret"`, false, "utimes", "project2/secret", ""},
+		{"move dir itself", `mv "$DIR" "$DIR.moved"`, false, "rename", "project", ""},
+		{"foreign proc", `cat /proc/$TARGET/stat`, false, "read", "/stat", ""},
+		{"foreign environ", `cat /proc/$TARGET/environ`, false, "", "", ""},
+		{"signal outside", `kill -TERM $TARGET`, false, "signal", "", "not permitted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,6 +271,9 @@ func TestDecisions(t *testing.T) {
 			}
 			if err == nil {
 				t.Fatalf("escape succeeded:\n%s", out)
+			}
+			if tc.says != "" && !strings.Contains(out, tc.says) {
+				t.Errorf("the refusal does not say %q:\n%s", tc.says, out)
 			}
 			if strings.Contains(out, "SECRET-MARKER") {
 				t.Fatalf("secret leaked:\n%s", out)

@@ -244,6 +244,31 @@ func TestRealClaudeCode(t *testing.T) {
 		})
 		f.Close()
 	}
+	// Claude Code saves ~/.claude.json under a lock (~/.claude.json.lock)
+	// through a temporary file next to it, renamed over it: the home is
+	// not writable, so both are refused (and reported), and on EACCES it
+	// saves in place, which the grant allows. (On EPERM it gave up the
+	// save: the config was never written.)
+	cfg := filepath.Join(home, ".claude.json")
+	os.WriteFile(cfg, []byte("{}\n"), 0o600)
+	os.Chown(cfg, 4242, 4242)
+	rep := filepath.Join(t.TempDir(), "r.jsonl")
+	save := exec.Command(bin, "--headless", "--report", rep, dir, "--", claude, "mcp", "add", "-s", "user", "agentlocktest", "--", "/bin/true")
+	save.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
+	out, err := save.CombinedOutput()
+	if b, _ := os.ReadFile(cfg); err != nil || !strings.Contains(string(b), "agentlocktest") {
+		t.Errorf("claude mcp add -s user: %v; ~/.claude.json is %q:\n%s", err, b, out)
+	}
+	if f, err := os.Open(rep); err == nil {
+		report.Read(f, func(r report.Record) error {
+			if e := r.Event; e != nil && !strings.HasPrefix(e.Path, cfg+".") {
+				t.Errorf("claude mcp add: refused %s %s [%s], not a save's lock or temporary file", e.Op, e.Path, e.Rule)
+			}
+			return nil
+		})
+		f.Close()
+	}
+
 	// Without its profile the same command is refused: the grant is what
 	// made it work.
 	cmd := exec.Command(bin, "--headless", "--profile", "none", dir, "--", claude, "--version")

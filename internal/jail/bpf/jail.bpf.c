@@ -28,6 +28,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define EPERM 1
+#define EACCES 13
 #define ENOMEM 12
 
 #define FMODE_READ 0x1
@@ -412,6 +413,18 @@ static __always_inline int refuse(int denied)
 	return 0;
 }
 
+/* A refused file operation is EACCES, as the file's own permissions, other
+ * LSMs and Landlock refuse it: programs then take the way they have for an
+ * unwritable place (Claude Code saves ~/.claude.json in place when it may
+ * not make a temporary file next to it; on EPERM it gave up the save). */
+static __always_inline int refuse_file(int denied)
+{
+	asm volatile("" : "+r"(denied));
+	if (denied)
+		return -EACCES;
+	return 0;
+}
+
 static __always_inline int report(__u32 op, __u32 class, __u32 flags, __u64 d1, __u64 d2,
 				  __u32 target_pid, __u32 detail)
 {
@@ -438,7 +451,7 @@ static __always_inline int report_v(__u32 op, struct verdict *v, __u32 flags, __
 	struct rep r = { .op = op, .class = v->class, .flags = v->flags | flags,
 			 .rule = v->rule, .d1 = d1, .d2 = d2 };
 
-	return refuse(report_rep(&r));
+	return refuse_file(report_rep(&r));
 }
 
 struct walk {
@@ -943,7 +956,7 @@ static __always_inline void classify_at(struct dentry *d, struct inode *inode, s
 	*v = q.v;
 }
 
-/* check decides one operation on one dentry. Returns 0 or -EPERM. */
+/* check decides one operation on one dentry. Returns 0 or -EACCES. */
 static __always_inline int check(__u32 op, struct dentry *d, __u32 need, int protect_root)
 {
 	struct verdict v;
@@ -981,7 +994,7 @@ static __always_inline int check_create(__u32 op, const struct path *dir, struct
 	if (!(v.perm & P_CREATE))
 		return report_v(op, &v, 0, (__u64)dentry, 0);
 	if (check_name(op, &v, dentry, (__u64)dentry, 0))
-		return -EPERM;
+		return -EACCES;
 	pd = bpf_task_storage_get(&pendings, bpf_get_current_task_btf(), 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (pd)
@@ -1150,7 +1163,7 @@ int BPF_PROG(path_link, struct dentry *old_dentry, const struct path *new_dir,
 	if (!(v.perm & P_CREATE))
 		return report_v(AL_OP_LINK, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	if (check_name(AL_OP_LINK, &v, new_dentry, (__u64)old_dentry, (__u64)new_dentry))
-		return -EPERM;
+		return -EACCES;
 	return 0;
 }
 
@@ -1173,7 +1186,7 @@ int BPF_PROG(path_rename, const struct path *old_dir, struct dentry *old_dentry,
 	/* Renamed onto a protected name: as if made there (AL_OP_RENAME is
 	 * never AL_OP_MKDIR, so a PROT_ENTRY refuses too). */
 	if (check_name(AL_OP_RENAME, &v, new_dentry, (__u64)old_dentry, (__u64)new_dentry))
-		return -EPERM;
+		return -EACCES;
 	if (new_dentry->d_inode) {
 		/* Replacing (or, with RENAME_EXCHANGE, swapping) an existing name. */
 		classify_at(new_dentry, new_dentry->d_inode, &v);
@@ -1564,7 +1577,6 @@ int BPF_PROG(file_ioctl_compat, struct file *file, unsigned int cmd)
  * name the process gave, since nothing was opened to walk. The Go side loads
  * only these programs then (jail.Config.Observe); they never decide.
  */
-#define EACCES 13
 #define AT_FDCWD -100
 #define O_ACCMODE 00000003
 #define O_CREAT 00000100
