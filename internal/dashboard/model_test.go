@@ -384,3 +384,14 @@ func TestWarningsShowInTheFooter(t *testing.T) {
 		t.Errorf("footer after a key: %q", l)
 	}
 }
+
+// An escape whose record names no process (Landlock's audit records) shows
+// "?", not a process called "" with pid 0.
+func TestActor(t *testing.T) {
+	if got := actor("", 0); got != "?" {
+		t.Errorf("no process: %q", got)
+	}
+	if got := actor("cat", 42); got != "cat[42]" {
+		t.Errorf("cat 42: %q", got)
+	}
+}

@@ -46,6 +46,13 @@ func TestText(t *testing.T) {
 			want: clock + " BLOCKED signal -> pid 1  (kill pid 10)",
 		},
 		{
+			name: "no process recorded",
+			write: func(w Writer) error {
+				return w.Escape(Event{Time: ts, Op: "mkdir", Path: "/home/alice/other", Verdict: Blocked, Rule: "Landlock's audit record"})
+			},
+			want: clock + " BLOCKED mkdir /home/alice/other  (process not recorded) [Landlock's audit record]",
+		},
+		{
 			name: "hostile names",
 			write: func(w Writer) error {
 				return w.Escape(Event{Time: ts, PID: 1, TID: 1, Comm: "a b", Op: "create",
