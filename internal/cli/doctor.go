@@ -76,9 +76,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "self-test      landlock passed: Landlock ABI %d refused a test open outside the cell and the observers reported it\n", f.LandlockABI)
 			fmt.Fprintln(stdout, "\nagent-lock can jail agents on this machine with the Landlock engine (--engine auto picks it),")
 			fmt.Fprintln(stdout, "which on this kernel does NOT close these side doors the BPF-LSM engine closes:")
-			limits := landlock.Limits(f.LandlockABI)
-			limits[len(limits)-1] = session.LandlockReports(f.LandlockABI)
-			for _, l := range limits {
+			for _, l := range append(landlock.Limits(f.LandlockABI), session.LandlockReports(f.LandlockABI)) {
 				fmt.Fprintf(stdout, "  - %s\n", l)
 			}
 			fmt.Fprintln(stdout, "and refuses what the BPF-LSM engine would allow:")

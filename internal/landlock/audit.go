@@ -52,26 +52,39 @@ func (r Record) Blockers() []string {
 	return nil
 }
 
+// auditRequest sends one request (an AUDIT_* type and its payload) on a
+// fresh audit netlink socket, and returns the socket for the reply.
+func auditRequest(typ uint16, payload []byte) (int, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
+	if err != nil {
+		return -1, fmt.Errorf("audit netlink socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("audit netlink bind: %w", err)
+	}
+	msg := make([]byte, unix.NLMSG_HDRLEN+len(payload))
+	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.NativeEndian.PutUint16(msg[4:], typ)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST)
+	binary.NativeEndian.PutUint32(msg[8:], 1)
+	copy(msg[unix.NLMSG_HDRLEN:], payload)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("audit request %d: %w", typ, err)
+	}
+	return fd, nil
+}
+
 // AuditOn says whether the kernel's audit is enabled, which is when
 // Landlock logs its denials.
 func AuditOn() (bool, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
+	fd, err := auditRequest(auditGet, nil)
 	if err != nil {
-		return false, fmt.Errorf("audit netlink socket: %w", err)
+		return false, err
 	}
 	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return false, fmt.Errorf("audit netlink bind: %w", err)
-	}
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2})
-	req := make([]byte, unix.NLMSG_HDRLEN)
-	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
-	binary.NativeEndian.PutUint16(req[4:], auditGet)
-	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST)
-	binary.NativeEndian.PutUint32(req[8:], 1)
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return false, fmt.Errorf("audit status: %w", err)
-	}
 	buf := make([]byte, 4096)
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
@@ -95,22 +108,16 @@ func AuditOn() (bool, error) {
 // CAP_AUDIT_CONTROL). agent-lock itself never calls it: the tests do, to
 // see both sides of a host's setting, and put it back.
 func SetAudit(on bool) error {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
-	if err != nil {
-		return fmt.Errorf("audit netlink socket: %w", err)
-	}
-	defer unix.Close(fd)
-	msg := make([]byte, unix.NLMSG_HDRLEN+40) // struct audit_status's head
-	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
-	binary.NativeEndian.PutUint16(msg[4:], auditSet)
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST)
-	binary.NativeEndian.PutUint32(msg[unix.NLMSG_HDRLEN:], 1) // mask: AUDIT_STATUS_ENABLED
+	status := make([]byte, 40)                   // struct audit_status's head
+	binary.NativeEndian.PutUint32(status[0:], 1) // mask: AUDIT_STATUS_ENABLED
 	if on {
-		binary.NativeEndian.PutUint32(msg[unix.NLMSG_HDRLEN+4:], 1)
+		binary.NativeEndian.PutUint32(status[4:], 1)
 	}
-	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("set audit: %w", err)
+	fd, err := auditRequest(auditSet, status)
+	if err != nil {
+		return err
 	}
+	unix.Close(fd)
 	if now, err := AuditOn(); err != nil || now != on {
 		return fmt.Errorf("set audit to %v: it is %v (%v)", on, now, err)
 	}

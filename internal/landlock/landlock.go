@@ -287,9 +287,9 @@ func Limits(abi int) []string {
 	if abi < 6 {
 		l = append(l, "signals to the user's processes, abstract unix sockets (closed from ABI 6)")
 	}
-	// The last line is what the reports cover; the session says more where
-	// it knows whether Landlock's own records can be read.
-	return append(l, "reports cover opens and execs only")
+	// What the reports cover follows, from the session, which knows
+	// whether Landlock's own records can be read (session.LandlockReports).
+	return l
 }
 
 // Costs are what the Landlock engine refuses that the BPF-LSM engine

@@ -161,16 +161,20 @@ func (p Policy) Patterns() []jail.Pattern {
 func (p Policy) Rules() []jail.Rule {
 	var rules []jail.Rule
 	seen := map[string]jail.RuleFlags{}
-	add := func(path string, f jail.RuleFlags, name string) {
-		real, err := filepath.EvalSymlinks(path)
+	addRule := func(r jail.Rule) {
+		real, err := filepath.EvalSymlinks(r.Path)
 		if err != nil {
 			return
 		}
-		if seen[real]&f == f {
+		if seen[real]&r.Flags == r.Flags {
 			return
 		}
-		seen[real] |= f
-		rules = append(rules, jail.Rule{Path: real, Flags: f, Name: name})
+		seen[real] |= r.Flags
+		r.Path = real
+		rules = append(rules, r)
+	}
+	add := func(path string, f jail.RuleFlags, name string) {
+		addRule(jail.Rule{Path: path, Flags: f, Name: name})
 	}
 	for _, r := range SystemRoots {
 		add(r, jail.Read, "system "+r)
@@ -209,10 +213,7 @@ func (p Policy) Rules() []jail.Rule {
 	add(p.Dir, dirFlags, "project directory")
 	if w, ok := FindGitWorktree(p.Dir); ok {
 		for _, r := range w.rules() {
-			if seen[r.Path]&r.Flags != r.Flags {
-				seen[r.Path] |= r.Flags
-				rules = append(rules, r)
-			}
+			addRule(r)
 		}
 	}
 	if p.TmpDir != "" {

@@ -41,12 +41,14 @@ var openFamily = []string{"fs.read_file", "fs.write_file", "fs.execute", "fs.rea
 // already (or it names nothing we know).
 func auditEvent(recs []landlock.Record) (jail.Event, bool) {
 	var bl []string
-	for _, r := range recs {
-		bl = append(bl, r.Blockers()...)
+	per := make([][]string, len(recs))
+	for i, r := range recs {
+		per[i] = r.Blockers()
+		bl = append(bl, per[i]...)
 	}
 	op, by := "", -1
 	for _, o := range auditOps {
-		if i := slices.IndexFunc(recs, func(r landlock.Record) bool { return slices.Contains(r.Blockers(), o.blocker) }); i >= 0 {
+		if i := slices.IndexFunc(per, func(b []string) bool { return slices.Contains(b, o.blocker) }); i >= 0 {
 			op, by = o.op, i
 			break
 		}
@@ -81,10 +83,7 @@ func auditLimit(why string) string {
 }
 
 // LandlockReports is auditLimit for this host now, for doctor.
-func LandlockReports(abi int) string {
-	why := auditOff(abi)
-	return auditLimit(why)
-}
+func LandlockReports(abi int) string { return auditLimit(auditOff(abi)) }
 
 // auditOff says why Landlock's records cannot be read here, "" if they can.
 func auditOff(abi int) string {

@@ -142,7 +142,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err := cell.probe(ctx, o.Audit); err != nil {
 		return 0, fail(ExitFailed, fmt.Errorf("self-test failed, not starting the agent: %w", err))
 	}
-	baseline, err := cell.jail.Counters()
+	baseline, err := cell.counters()
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
@@ -240,10 +240,9 @@ wait:
 		case <-progress.C:
 			// Live tallies for the dashboard; a failed read only costs
 			// the view its in-bounds numbers, the summary reads them again.
-			if now, err := cell.jail.Counters(); err == nil && now != last {
+			if now, err := cell.counters(); err == nil && now != last {
 				last = now
 				c := now.Sub(baseline)
-				c.Escapes += cell.auditEscapes.Load()
 				o.Report.Progress(report.Progress{Time: time.Now(), InBounds: c.InBounds,
 					System: c.System, Escapes: c.Escapes, Lost: c.Lost})
 			}
@@ -258,12 +257,11 @@ wait:
 	for ev := range cell.drain() {
 		writeEvent(o.Report, ev, &opens)
 	}
-	final, err := cell.jail.Counters()
+	final, err := cell.counters()
 	if err != nil {
 		return status, fail(ExitFailed, err)
 	}
 	c := final.Sub(baseline)
-	c.Escapes += cell.auditEscapes.Load()
 	var hooks []report.HookStat
 	for _, h := range cell.jail.HookStats() {
 		hooks = append(hooks, report.HookStat{Name: h.Name, Runs: h.Runs, Time: h.Time})
