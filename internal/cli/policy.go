@@ -131,7 +131,12 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "files     %s\n\nrules (the kernel's; the nearest rule above a file decides, a denial anywhere above it wins):\n", strings.Join(shown, ", "))
 	for _, r := range plan.Policy.Rules() {
-		fmt.Fprintf(stdout, "  %-22s %-40s %s\n", ruleRights(r.Flags), tilde(r.Path), r.Name)
+		path := tilde(r.Path)
+		if r.Flags&jail.Named != 0 {
+			// The file and its siblings (a save's temporary file, a lock).
+			path += "{,.*}"
+		}
+		fmt.Fprintf(stdout, "  %-22s %-40s %s\n", ruleRights(r.Flags), path, r.Name)
 	}
 	fmt.Fprintln(stdout, "  by kind                /proc /sys /dev                          the agent's own /proc entries and the system-wide ones, /sys read-only;")
 	fmt.Fprintln(stdout, "                                                                  null, zero, full, random, urandom, tty, ptmx, its terminals")
@@ -188,6 +193,8 @@ func ruleRights(f jail.RuleFlags) string {
 		return "refused"
 	case f&jail.Scratch != 0:
 		return "own files only"
+	case f&jail.Named != 0:
+		return "read-write, by name"
 	case f&jail.Write != 0 && f&jail.Protect != 0:
 		return "read-write, protected"
 	case f&jail.Write != 0:

@@ -15,8 +15,9 @@ func profiles(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fmt.Fprintln(stdout, "Profiles grant what an agent needs beyond DIR; agent-lock picks the one its command's")
-	fmt.Fprintln(stdout, "name selects, or --profile NAME. Paths that do not exist are not granted; the home's")
-	fmt.Fprintln(stdout, "secrets (~/.ssh, ~/.aws, ...) stay refused inside every grant.")
+	fmt.Fprintln(stdout, "name selects, or --profile NAME. Paths that do not exist are not granted, but for")
+	fmt.Fprintln(stdout, "files granted by name; the home's secrets (~/.ssh, ~/.aws, ...) stay refused inside")
+	fmt.Fprintln(stdout, "every grant.")
 	tilde := func(ps []string) string {
 		var out []string
 		for _, p := range ps {
@@ -32,6 +33,9 @@ func profiles(args []string, stdout, stderr io.Writer) int {
 		}
 		if len(p.Write) > 0 {
 			fmt.Fprintf(stdout, "  read-write    %s\n", tilde(p.Write))
+		}
+		if len(p.Files) > 0 {
+			fmt.Fprintf(stdout, "  by name       %s (read-write, made if missing, with the siblings its saves make: NAME.*)\n", tilde(p.Files))
 		}
 		if len(p.Read) > 0 {
 			fmt.Fprintf(stdout, "  read-only     %s\n", tilde(p.Read))

@@ -37,6 +37,19 @@ const (
 	Protect RuleFlags = 1 << 5 // Config.Protect's entries lie below it
 	Grant   RuleFlags = 1 << 6 // a grant the user made: InGrants patterns apply below it
 	Project RuleFlags = 1 << 7 // the project directory: InProject patterns apply below it
+	// Named grants a file by its name in its folder, with its siblings
+	// (the names that are its name, a dot and anything: F.tmp.123, F.lock,
+	// F.backup), read-write with Write: programs save such a file by
+	// writing a sibling and renaming it over the file, which makes a new
+	// inode, and make it on first use. The file need not exist; its folder
+	// must. The folder itself is granted nothing.
+	Named RuleFlags = 1 << 8
+)
+
+// Limits of the kernel's table of named files (jail.h).
+const (
+	NamedMax = 16
+	NamedLen = 30
 )
 
 // Rule is one root of the policy: a path and what it grants.
@@ -220,6 +233,19 @@ func Load(cfg Config) (*Jail, error) {
 	if patCount > PatternMax {
 		return nil, fmt.Errorf("load jail: %d deny patterns, the kernel's table holds %d", patCount, PatternMax)
 	}
+	var namedCount uint32
+	for _, r := range cfg.Rules {
+		if r.Flags&Named == 0 {
+			continue
+		}
+		if err := checkNamed(r); err != nil {
+			return nil, fmt.Errorf("load jail: %w", err)
+		}
+		namedCount++
+	}
+	if namedCount > NamedMax {
+		return nil, fmt.Errorf("load jail: %d files granted by name, the kernel's table holds %d; grant their folders instead", namedCount, NamedMax)
+	}
 	for name, v := range map[string]any{
 		"jail_cgroup_id":  cfg.CgroupID,
 		"audit_mode":      boolU32(cfg.Audit),
@@ -228,6 +254,7 @@ func Load(cfg Config) (*Jail, error) {
 		"tty_rdev":        ttys,
 		"pat_count":       patCount,
 		"pat_scopes":      patScopes,
+		"named_count":     namedCount,
 	} {
 		if err := set(name, v); err != nil {
 			return nil, fmt.Errorf("load jail: set %s: %w", name, err)
@@ -407,9 +434,17 @@ func (j *Jail) register(rules []Rule, protRoots []uint32) error {
 	var zero uint32
 	defer regMap.Put(zero, jailRegistration{})
 	pid := uint32(os.Getpid())
+	var named uint32
 	for i, r := range rules {
 		id := uint32(i + 1)
 		j.rules[id] = r.Name
+		if r.Flags&Named != 0 {
+			if err := j.registerNamed(r, id, named); err != nil {
+				return err
+			}
+			named++
+			continue
+		}
 		var before jailRegistration
 		if err := regMap.Lookup(zero, &before); err != nil {
 			return fmt.Errorf("register %s: %w", r.Path, err)
@@ -437,6 +472,64 @@ func (j *Jail) register(rules []Rule, protRoots []uint32) error {
 		if after.Seq != before.Seq+1 {
 			return fmt.Errorf("register %s: the kernel did not record it (are the programs attached elsewhere?)", r.Path)
 		}
+	}
+	return nil
+}
+
+// checkNamed says what is wrong with a Named rule, or nil.
+func checkNamed(r Rule) error {
+	base := filepath.Base(r.Path)
+	switch {
+	case r.Flags&^(Named|Read|Write|Grant) != 0 || r.Flags&Read == 0:
+		return fmt.Errorf("file %s granted by name: flags %#x (read, write and grant only)", r.Path, uint32(r.Flags))
+	case !filepath.IsAbs(r.Path) || base == "/" || base == "." || base == "..":
+		return fmt.Errorf("file %s granted by name: not an absolute file path", r.Path)
+	case len(base) > NamedLen:
+		return fmt.Errorf("file %s granted by name: its name is over %d bytes; grant its folder instead", r.Path, NamedLen)
+	}
+	return nil
+}
+
+// registerNamed registers the folder of r, a file granted by name, with
+// RULE_NAMED, and writes the file's name into slot of the named table
+// under the folder's group: the one the kernel says the folder has, which
+// is an earlier registration's when the folder has two named files (or two
+// paths). The folder's registration names no rule (id 0), so it keeps the
+// id of any other rule on it.
+func (j *Jail) registerNamed(r Rule, id, slot uint32) error {
+	regMap := j.coll.Maps["reg"]
+	var zero uint32
+	var before jailRegistration
+	if err := regMap.Lookup(zero, &before); err != nil {
+		return fmt.Errorf("register %s: %w", r.Path, err)
+	}
+	reg := jailRegistration{Tgid: uint32(os.Getpid()), Flags: uint32(Named), Seq: before.Seq, Named: slot + 1}
+	if err := regMap.Put(zero, reg); err != nil {
+		return fmt.Errorf("register %s: %w", r.Path, err)
+	}
+	dir := filepath.Dir(r.Path)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("register %s: its folder: %w", r.Path, err)
+	}
+	unix.Close(fd)
+	var after jailRegistration
+	if err := regMap.Lookup(zero, &after); err != nil {
+		return fmt.Errorf("register %s: %w", r.Path, err)
+	}
+	if after.Seq != before.Seq+1 || after.Named == 0 {
+		return fmt.Errorf("register %s: the kernel did not record its folder (are the programs attached elsewhere?)", r.Path)
+	}
+	base := filepath.Base(r.Path)
+	e := jailNamed{Group: after.Named, Len: uint32(len(base)), Rule: id, Flags: uint32(r.Flags &^ (Named | Grant))}
+	for i := range len(base) {
+		e.Name[i] = int8(base[i])
+		e.Mask[i/8] |= 0xff << (8 * (i % 8)) // little-endian: byte i%8 of word i/8
+	}
+	// A failed write leaves the file ungranted, never more: the agent is
+	// refused what it was meant to have, and the error stops the start.
+	if err := j.coll.Maps["named_files"].Put(slot, e); err != nil {
+		return fmt.Errorf("register %s: %w", r.Path, err)
 	}
 	return nil
 }

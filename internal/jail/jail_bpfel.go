@@ -101,6 +101,16 @@ type jailMark struct {
 	Created uint32
 }
 
+type jailNamed struct {
+	_     structs.HostLayout
+	Group uint32
+	Len   uint32
+	Rule  uint32
+	Flags uint32
+	Name  [32]int8
+	Mask  [4]uint64
+}
+
 type jailPattern struct {
 	_     structs.HostLayout
 	Kind  uint32
@@ -136,6 +146,8 @@ type jailRegistration struct {
 	Ino   uint64
 	Id    uint32
 	Prot  uint32
+	Named uint32
+	Pad   uint32
 }
 
 type jailRule struct {
@@ -143,6 +155,7 @@ type jailRule struct {
 	Flags uint32
 	Id    uint32
 	Prot  uint32
+	Named uint32
 }
 
 type jailRuleKey struct {
@@ -170,6 +183,7 @@ const (
 	jailMapEvents                 = "events"
 	jailMapInbLast                = "inb_last"
 	jailMapMarks                  = "marks"
+	jailMapNamedFiles             = "named_files"
 	jailMapOwned                  = "owned"
 	jailMapPatterns               = "patterns"
 	jailMapPendings               = "pendings"
@@ -235,6 +249,7 @@ const (
 	jailVarAuditMode              = "audit_mode"
 	jailVarInbGapNs               = "inb_gap_ns"
 	jailVarJailCgroupId           = "jail_cgroup_id"
+	jailVarNamedCount             = "named_count"
 	jailVarPatCount               = "pat_count"
 	jailVarPatScopes              = "pat_scopes"
 	jailVarStreamInbounds         = "stream_inbounds"
@@ -344,18 +359,19 @@ type jailProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type jailMapSpecs struct {
-	Calls    *ebpf.MapSpec `ebpf:"calls"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	InbLast  *ebpf.MapSpec `ebpf:"inb_last"`
-	Marks    *ebpf.MapSpec `ebpf:"marks"`
-	Owned    *ebpf.MapSpec `ebpf:"owned"`
-	Patterns *ebpf.MapSpec `ebpf:"patterns"`
-	Pendings *ebpf.MapSpec `ebpf:"pendings"`
-	Protect  *ebpf.MapSpec `ebpf:"protect"`
-	Reg      *ebpf.MapSpec `ebpf:"reg"`
-	Rules    *ebpf.MapSpec `ebpf:"rules"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Calls      *ebpf.MapSpec `ebpf:"calls"`
+	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	Events     *ebpf.MapSpec `ebpf:"events"`
+	InbLast    *ebpf.MapSpec `ebpf:"inb_last"`
+	Marks      *ebpf.MapSpec `ebpf:"marks"`
+	NamedFiles *ebpf.MapSpec `ebpf:"named_files"`
+	Owned      *ebpf.MapSpec `ebpf:"owned"`
+	Patterns   *ebpf.MapSpec `ebpf:"patterns"`
+	Pendings   *ebpf.MapSpec `ebpf:"pendings"`
+	Protect    *ebpf.MapSpec `ebpf:"protect"`
+	Reg        *ebpf.MapSpec `ebpf:"reg"`
+	Rules      *ebpf.MapSpec `ebpf:"rules"`
+	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // jailVariableSpecs contains global variables before they are loaded into the kernel.
@@ -365,6 +381,7 @@ type jailVariableSpecs struct {
 	AuditMode      *ebpf.VariableSpec `ebpf:"audit_mode"`
 	InbGapNs       *ebpf.VariableSpec `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.VariableSpec `ebpf:"jail_cgroup_id"`
+	NamedCount     *ebpf.VariableSpec `ebpf:"named_count"`
 	PatCount       *ebpf.VariableSpec `ebpf:"pat_count"`
 	PatScopes      *ebpf.VariableSpec `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.VariableSpec `ebpf:"stream_inbounds"`
@@ -391,18 +408,19 @@ func (o *jailObjects) Close() error {
 //
 // It can be passed to loadJailObjects or ebpf.CollectionSpec.LoadAndAssign.
 type jailMaps struct {
-	Calls    *ebpf.Map `ebpf:"calls"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	Events   *ebpf.Map `ebpf:"events"`
-	InbLast  *ebpf.Map `ebpf:"inb_last"`
-	Marks    *ebpf.Map `ebpf:"marks"`
-	Owned    *ebpf.Map `ebpf:"owned"`
-	Patterns *ebpf.Map `ebpf:"patterns"`
-	Pendings *ebpf.Map `ebpf:"pendings"`
-	Protect  *ebpf.Map `ebpf:"protect"`
-	Reg      *ebpf.Map `ebpf:"reg"`
-	Rules    *ebpf.Map `ebpf:"rules"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Calls      *ebpf.Map `ebpf:"calls"`
+	Counters   *ebpf.Map `ebpf:"counters"`
+	Events     *ebpf.Map `ebpf:"events"`
+	InbLast    *ebpf.Map `ebpf:"inb_last"`
+	Marks      *ebpf.Map `ebpf:"marks"`
+	NamedFiles *ebpf.Map `ebpf:"named_files"`
+	Owned      *ebpf.Map `ebpf:"owned"`
+	Patterns   *ebpf.Map `ebpf:"patterns"`
+	Pendings   *ebpf.Map `ebpf:"pendings"`
+	Protect    *ebpf.Map `ebpf:"protect"`
+	Reg        *ebpf.Map `ebpf:"reg"`
+	Rules      *ebpf.Map `ebpf:"rules"`
+	Scratch    *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *jailMaps) Close() error {
@@ -412,6 +430,7 @@ func (m *jailMaps) Close() error {
 		m.Events,
 		m.InbLast,
 		m.Marks,
+		m.NamedFiles,
 		m.Owned,
 		m.Patterns,
 		m.Pendings,
@@ -429,6 +448,7 @@ type jailVariables struct {
 	AuditMode      *ebpf.Variable `ebpf:"audit_mode"`
 	InbGapNs       *ebpf.Variable `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.Variable `ebpf:"jail_cgroup_id"`
+	NamedCount     *ebpf.Variable `ebpf:"named_count"`
 	PatCount       *ebpf.Variable `ebpf:"pat_count"`
 	PatScopes      *ebpf.Variable `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.Variable `ebpf:"stream_inbounds"`

@@ -114,11 +114,12 @@ type cell struct {
 }
 
 func newCell(t *testing.T, audit bool) *cell {
-	return newCellWith(t, func(c *jail.Config) { c.Audit = audit })
+	return newCellWith(t, func(c *jail.Config, _, _ string) { c.Audit = audit })
 }
 
-// newCellWith makes a cell whose configuration set changes.
-func newCellWith(t *testing.T, set func(*jail.Config)) *cell {
+// newCellWith makes a cell whose configuration set changes, knowing the
+// cell's DIR and the outside directory next to it.
+func newCellWith(t *testing.T, set func(c *jail.Config, dir, out string)) *cell {
 	f := needJail(t)
 	cg := newCgroup(t, f)
 	root := t.TempDir()
@@ -139,7 +140,7 @@ func newCellWith(t *testing.T, set func(*jail.Config)) *cell {
 	os.Chown(filepath.Join(dir, "inside.txt"), testUID, testUID)
 
 	cfg := jail.Config{CgroupID: cg.id, Rules: policy.Policy{Dir: dir}.Rules()}
-	set(&cfg)
+	set(&cfg, dir, out)
 	j, err := jail.Load(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestOnlyFileOpen(t *testing.T) {
 	if out, _ := whole.run(script); strings.Contains(out, "SECRET-MARKER") || strings.Contains(out, "MADE") {
 		t.Fatalf("the whole jail let the read or the mkdir through: %s", out)
 	}
-	one := newCellWith(t, func(c *jail.Config) { c.OnlyFileOpen = true })
+	one := newCellWith(t, func(c *jail.Config, _, _ string) { c.OnlyFileOpen = true })
 	out, _ := one.run(script)
 	if strings.Contains(out, "SECRET-MARKER") {
 		t.Fatalf("file_open alone let the outside read through: %s", out)

@@ -77,6 +77,13 @@ func FromJail(rules []jail.Rule, ttys []string) ([]Rule, error) {
 		switch {
 		case r.Flags&jail.Deny != 0:
 			deny = append(deny, r.Path)
+		case r.Flags&jail.Named != 0:
+			// Landlock grants by identity, not by name: the file as it
+			// is now, if it is (its siblings, a save's temporary file
+			// and lock, are refused; a file made later is not granted).
+			if _, err := os.Stat(r.Path); err == nil {
+				rs = append(rs, Rule{r.Path, ReadWrite})
+			}
 		case under(r.Path, "/dev"):
 			if r.Path == "/dev" {
 				rs = append(rs, Rule{r.Path, List})

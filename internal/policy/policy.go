@@ -5,7 +5,9 @@ package policy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,6 +129,10 @@ type Policy struct {
 	// Allow and AllowWrite are grants beyond DIR: read-only and
 	// read-write trees (--allow, --allow-write).
 	Allow, AllowWrite []string
+	// Files are files granted read-write by name, with their siblings
+	// (jail.Named), whether or not they exist yet: a profile's
+	// (~/.claude.json). A file in AllowWrite is granted the same way.
+	Files []string
 	// Deny are trees refused even inside a grant (or DIR): the user's
 	// secrets (Home + HomeSecrets), --deny, agent-lock's recordings.
 	Deny []string
@@ -162,7 +168,7 @@ func (p Policy) Rules() []jail.Rule {
 	var rules []jail.Rule
 	seen := map[string]jail.RuleFlags{}
 	addRule := func(r jail.Rule) {
-		real, err := filepath.EvalSymlinks(r.Path)
+		real, err := RealPath(r.Path, r.Flags&jail.Named != 0)
 		if err != nil {
 			return
 		}
@@ -204,7 +210,14 @@ func (p Policy) Rules() []jail.Rule {
 		grant(g, jail.Read, "--allow")
 	}
 	for _, g := range p.AllowWrite {
-		grant(g, jail.Read|jail.Write, "--allow-write")
+		f := jail.Read | jail.Write
+		if fi, err := os.Stat(g); err == nil && fi.Mode().IsRegular() {
+			f |= jail.Named
+		}
+		grant(g, f, "--allow-write")
+	}
+	for _, g := range p.Files {
+		grant(g, jail.Read|jail.Write|jail.Named, "--allow-write")
 	}
 	dirFlags := jail.Read | jail.Write | jail.Project
 	if len(p.Protect) > 0 {
@@ -228,6 +241,23 @@ func (p Policy) Rules() []jail.Rule {
 		add(d.Path, jail.Deny, d.Name)
 	}
 	return rules
+}
+
+// RealPath resolves the symlinks of path. A file granted by name (named)
+// need not exist: then its folder is resolved and its name kept.
+func RealPath(path string, named bool) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil && named && errors.Is(err, fs.ErrNotExist) {
+		if _, lerr := os.Lstat(path); lerr == nil {
+			return "", err // a dangling symlink: its target's name is not the grant's
+		}
+		dir, derr := filepath.EvalSymlinks(filepath.Dir(path))
+		if derr != nil {
+			return "", derr
+		}
+		return filepath.Join(dir, filepath.Base(path)), nil
+	}
+	return real, err
 }
 
 // Denied are the existing paths the cell refuses even inside grants:

@@ -123,3 +123,38 @@ func TestProfiledGrantsAndPatterns(t *testing.T) {
 		}
 	}
 }
+
+// Files written by name: a granted file (--allow-write FILE, a profile's
+// Files) is granted by its name, also before it exists, in its folder's
+// real path; a missing file whose folder is missing, or a dangling
+// symlink, grants nothing; a granted folder stays a tree.
+func TestNamedFiles(t *testing.T) {
+	home := t.TempDir()
+	real := filepath.Join(home, "real")
+	os.MkdirAll(filepath.Join(real, "cache"), 0o755)
+	os.Symlink("real", filepath.Join(home, "h"))
+	os.WriteFile(filepath.Join(real, "notes.md"), nil, 0o600)
+	os.Symlink("nowhere", filepath.Join(real, "dangling.json"))
+	p := Policy{
+		Dir:        filepath.Join(real, "cache"),
+		AllowWrite: []string{filepath.Join(real, "notes.md"), filepath.Join(real, "cache")},
+		Files:      []string{filepath.Join(home, "h/conf.json"), filepath.Join(home, "gone/x.json"), filepath.Join(real, "dangling.json")},
+	}
+	flags := map[string]jail.RuleFlags{}
+	for _, r := range p.Rules() {
+		flags[r.Path] |= r.Flags
+	}
+	named := jail.Read | jail.Write | jail.Grant | jail.Named
+	for path, want := range map[string]jail.RuleFlags{
+		filepath.Join(real, "notes.md"):      named,
+		filepath.Join(real, "conf.json"):     named,
+		filepath.Join(real, "cache"):         jail.Read | jail.Write | jail.Grant | jail.Project,
+		filepath.Join(home, "gone/x.json"):   0,
+		filepath.Join(real, "dangling.json"): 0,
+		filepath.Join(real, "nowhere"):       0,
+	} {
+		if flags[path] != want {
+			t.Errorf("%s: flags %b, want %b", path, flags[path], want)
+		}
+	}
+}

@@ -26,6 +26,12 @@ type Profile struct {
 	// read-only. Those that do not exist are not granted (the kernel
 	// grants by identity).
 	Write, Read []string
+	// Files are home-relative files granted read-write by name, with
+	// their siblings (jail.Named): files the agent saves by writing a
+	// temporary file next to them and renaming it over them, under a lock
+	// next to them, and makes on first use. Granted whether or not they
+	// exist, where their folder does.
+	Files []string
 	// Make are the folders of Write the agent creates on its first run.
 	// Where one is missing agent-lock makes it (as the user) before the
 	// cell opens: the kernel grants by identity, and a name that does not
@@ -58,9 +64,13 @@ var all = []Profile{
 	{
 		Name: "claude", Agent: "Claude Code", Commands: []string{"claude"}, Uses: []string{"node"},
 		// ~/.claude: settings, credentials, sessions, todos; ~/.claude.json:
-		// the login and per-project state; the native installer keeps its
-		// versions under ~/.local/share/claude and links ~/.local/bin/claude.
-		Write: []string{".claude", ".claude.json", ".claude.json.backup", ".cache/claude", ".local/share/claude", ".local/state/claude"},
+		// the login and per-project state, saved through
+		// ~/.claude.json.tmp.PID.N renamed over it, under the lock
+		// ~/.claude.json.lock, backed up as ~/.claude.json.backup; the
+		// native installer keeps its versions under ~/.local/share/claude
+		// and links ~/.local/bin/claude.
+		Write: []string{".claude", ".cache/claude", ".local/share/claude", ".local/state/claude"},
+		Files: []string{".claude.json"},
 		Make:  []string{".claude"},
 		Read:  []string{".local/bin"},
 		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
@@ -159,11 +169,14 @@ type Grants struct {
 	// Write and Read are the existing absolute paths granted; Missing
 	// the ones left out because they do not exist.
 	Write, Read, Missing []string
+	// Files are the absolute Profile.Files whose folder exists.
+	Files []string
 	// Unmade are the Missing folders a run makes (Profile.Make) when
 	// Resolve is given no mkdir.
 	Unmade []string
 	Env    []string
-	// From names the profile that granted each path of Write and Read.
+	// From names the profile that granted each path of Write, Read and
+	// Files.
 	From map[string]string
 }
 
@@ -219,6 +232,17 @@ func Resolve(names []string, home string, mkdir func(path string) error) (Grants
 				}
 			}
 		}
+		for _, rel := range p.Files {
+			abs := filepath.Join(home, rel)
+			if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
+				g.Missing = append(g.Missing, abs)
+				continue
+			}
+			g.Files = append(g.Files, abs)
+			if _, ok := g.From[abs]; !ok {
+				g.From[abs] = name
+			}
+		}
 		g.Env = append(g.Env, p.Env...)
 		return nil
 	}
@@ -227,7 +251,7 @@ func Resolve(names []string, home string, mkdir func(path string) error) (Grants
 			return Grants{}, err
 		}
 	}
-	for _, s := range []*[]string{&g.Write, &g.Read, &g.Missing, &g.Unmade, &g.Env} {
+	for _, s := range []*[]string{&g.Write, &g.Read, &g.Files, &g.Missing, &g.Unmade, &g.Env} {
 		sort.Strings(*s)
 		*s = slices.Compact(*s)
 	}

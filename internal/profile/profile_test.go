@@ -34,7 +34,7 @@ func TestResolve(t *testing.T) {
 	for _, d := range []string{".claude", ".npm", ".nvm", ".local/bin"} {
 		os.MkdirAll(filepath.Join(home, d), 0o755)
 	}
-	os.WriteFile(filepath.Join(home, ".claude.json"), []byte("{}"), 0o600)
+	// No ~/.claude.json yet: it is granted by name all the same.
 	g, err := Resolve([]string{"claude"}, home, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +49,15 @@ func TestResolve(t *testing.T) {
 	if !slices.Equal(g.Profiles, []string{"claude", "node"}) {
 		t.Errorf("profiles %v, want claude with its toolchain", g.Profiles)
 	}
-	if want := abs(".claude", ".claude.json", ".npm"); !slices.Equal(g.Write, want) {
+	if want := abs(".claude", ".npm"); !slices.Equal(g.Write, want) {
 		t.Errorf("write %v, want %v", g.Write, want)
+	}
+	if want := abs(".claude.json"); !slices.Equal(g.Files, want) || g.From[want[0]] != "claude" {
+		t.Errorf("files %v (from %q), want %v from claude", g.Files, g.From[filepath.Join(home, ".claude.json")], want)
+	}
+	// A file whose folder is missing is not granted.
+	if g, _ := Resolve([]string{"claude"}, filepath.Join(home, "nohome"), nil); len(g.Files) != 0 || !slices.Contains(g.Missing, filepath.Join(home, "nohome/.claude.json")) {
+		t.Errorf("files %v, missing %v: ~/.claude.json granted in a home that does not exist", g.Files, g.Missing)
 	}
 	if want := abs(".local/bin", ".nvm"); !slices.Equal(g.Read, want) {
 		t.Errorf("read %v, want %v", g.Read, want)

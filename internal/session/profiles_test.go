@@ -245,28 +245,51 @@ func TestRealClaudeCode(t *testing.T) {
 		f.Close()
 	}
 	// Claude Code saves ~/.claude.json under a lock (~/.claude.json.lock)
-	// through a temporary file next to it, renamed over it: the home is
-	// not writable, so both are refused (and reported), and on EACCES it
-	// saves in place, which the grant allows. (On EPERM it gave up the
-	// save: the config was never written.)
-	cfg := filepath.Join(home, ".claude.json")
-	os.WriteFile(cfg, []byte("{}\n"), 0o600)
-	os.Chown(cfg, 4242, 4242)
-	rep := filepath.Join(t.TempDir(), "r.jsonl")
-	save := exec.Command(bin, "--headless", "--report", rep, dir, "--", claude, "mcp", "add", "-s", "user", "agentlocktest", "--", "/bin/true")
-	save.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
-	out, err := save.CombinedOutput()
-	if b, _ := os.ReadFile(cfg); err != nil || !strings.Contains(string(b), "agentlocktest") {
-		t.Errorf("claude mcp add -s user: %v; ~/.claude.json is %q:\n%s", err, b, out)
+	// through a temporary file next to it (~/.claude.json.tmp.PID.N)
+	// renamed over it, and makes it on first use. The claude profile grants
+	// it by name with those siblings: under the BPF LSM the first save
+	// makes it and the second replaces what the first made, with nothing
+	// refused. Landlock grants by identity: the file must exist, the lock
+	// and the temporary file are refused (and reported), and on EACCES
+	// Claude Code saves in place.
+	engine := "bpf-lsm"
+	if err := exec.Command(bin, "doctor", "--engine", "bpf-lsm").Run(); err != nil {
+		engine = "landlock"
 	}
-	if f, err := os.Open(rep); err == nil {
+	cfg := filepath.Join(home, ".claude.json")
+	os.Remove(cfg)
+	t.Cleanup(func() { os.Remove(cfg) })
+	servers := []string{"agentlocktest", "agentlocktest2"}
+	if engine == "landlock" {
+		os.WriteFile(cfg, []byte("{}\n"), 0o600)
+		os.Chown(cfg, 4242, 4242)
+		servers = servers[:1]
+	}
+	for _, name := range servers {
+		rep := filepath.Join(t.TempDir(), "r.jsonl")
+		save := exec.Command(bin, "--headless", "--report", rep, dir, "--", claude, "mcp", "add", "-s", "user", name, "--", "/bin/true")
+		save.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
+		out, err := save.CombinedOutput()
+		if b, _ := os.ReadFile(cfg); err != nil || !strings.Contains(string(b), `"`+name+`"`) {
+			t.Errorf("%s: claude mcp add -s user %s: %v; ~/.claude.json is %q:\n%s", engine, name, err, b, out)
+		}
+		f, err := os.Open(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
 		report.Read(f, func(r report.Record) error {
-			if e := r.Event; e != nil && !strings.HasPrefix(e.Path, cfg+".") {
-				t.Errorf("claude mcp add: refused %s %s [%s], not a save's lock or temporary file", e.Op, e.Path, e.Rule)
+			if e := r.Event; e != nil && (engine == "bpf-lsm" || !strings.HasPrefix(e.Path, cfg+".")) {
+				t.Errorf("%s: claude mcp add: refused %s %s [%s]", engine, e.Op, e.Path, e.Rule)
 			}
 			return nil
 		})
 		f.Close()
+	}
+	if b, _ := os.ReadFile(cfg); !strings.Contains(string(b), `"agentlocktest"`) {
+		t.Errorf("%s: the second save lost the first's server: %s", engine, b)
+	}
+	if fi, err := os.Stat(cfg); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 4242 {
+		t.Errorf("%s: ~/.claude.json is not the user's: %v", engine, err)
 	}
 
 	// Without its profile the same command is refused: the grant is what

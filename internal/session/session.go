@@ -439,14 +439,20 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
 	}
+	var files []string
+	for _, f := range prof.Files {
+		if real, err := policy.RealPath(f, true); err == nil {
+			files = append(files, real)
+		}
+	}
 	names := map[string]string{}
 	for p, from := range prof.From {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
+		if real, err := policy.RealPath(p, slices.Contains(prof.Files, p)); err == nil {
 			names[real] = "profile " + from
 		}
 	}
 	return Plan{Argv: argv, Path: path, Profiles: prof, Policy: policy.Policy{
-		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Deny: deny,
+		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Files: files, Deny: deny,
 		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns,
 	}}, nil
 }

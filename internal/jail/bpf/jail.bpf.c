@@ -89,6 +89,7 @@ const volatile __u64 inb_gap_ns = 0;    /* see inbounds_due */
 const volatile __u32 tty_rdev[4] = {};
 const volatile __u32 pat_count = 0;     /* patterns in use */
 const volatile __u32 pat_scopes = 0;    /* PAT_IN_* any pattern has */
+const volatile __u32 named_count = 0;   /* named files in use */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -117,6 +118,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct pattern);
 } patterns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NAMED_MAX);
+	__type(key, __u32);
+	__type(value, struct named);
+} named_files SEC(".maps");
 
 #define RING_BYTES (8 << 20)
 
@@ -443,6 +451,8 @@ struct verdict {
 	__u32 flags;    /* EV_UNRESOLVED, EV_PROTECTED */
 	__u32 rule;     /* event.rule */
 	__u32 node;     /* the target's protect node, PROT_NONE when it has none */
+	__u32 denied;   /* by a denied root above it */
+	__u32 named;    /* decided by a named file's grant */
 };
 
 /* report_v reports a file decision with what classify said about it. */
@@ -505,6 +515,26 @@ static long walk_step(__u32 i, struct walk *w)
 	}
 	w->dentry = (__u64)p;
 	return 0;
+}
+
+/* named_group is the group of named files of folder dir, on the file
+ * system dev, or 0 when it has none. */
+static __always_inline __u32 named_group(struct dentry *dir, __u32 dev)
+{
+	struct rule_key k = { .dev = dev };
+	struct inode *inode;
+	struct rule *r;
+
+	if (!dir)
+		return 0;
+	inode = BPF_CORE_READ(dir, d_inode);
+	if (!inode)
+		return 0;
+	k.ino = BPF_CORE_READ(inode, i_ino);
+	r = bpf_map_lookup_elem(&rules, &k);
+	if (!r || !(r->flags & RULE_NAMED))
+		return 0;
+	return r->named;
 }
 
 /* The pid a /proc entry belongs to, or 0 for system-wide entries. A negative
@@ -704,8 +734,8 @@ struct patq {
 static long pat_step(__u32 i, struct patq *q)
 {
 	struct pattern *p;
-	char buf[PAT_LEN] = {};
-	__u32 n, off = 0, j;
+	__u64 buf[PAT_LEN / 8] = {};
+	__u32 n, off = 0, k;
 
 	if (i >= pat_count)
 		return 1;
@@ -730,12 +760,11 @@ static long pat_step(__u32 i, struct patq *q)
 	}
 	if (bpf_probe_read_kernel(buf, n & (PAT_LEN - 1), (void *)(q->name + off)))
 		return 0;
-	for (j = 0; j < PAT_LEN; j++) {
-		if (j >= n)
-			break;
-		if (buf[j] != p->s[j])
+	/* Whole words (see named_step): buf holds the n bytes read and zeros,
+	 * the table's patterns are NUL-padded. */
+	for (k = 0; k < PAT_LEN / 8; k++)
+		if (buf[k] != ((__u64 *)p->s)[k])
 			return 0;
-	}
 	q->matched = i + 1;
 	return 1;
 }
@@ -756,6 +785,86 @@ __noinline int secret_name(struct patq *q)
 	return 0;
 }
 
+/* A name looked up among the named files of one directory. */
+struct namedq {
+	__u64 name;    /* kernel pointer to the name */
+	__u32 len;
+	__u32 group;   /* the directory's */
+	__u32 matched; /* the name is a named file's or a sibling's */
+	__u32 exact;   /* the file's own name, not a sibling's */
+	__u32 rule;    /* the matching entry's */
+	__u32 flags;
+};
+
+/* named_file's loop (bpf_loop's context): the query and the name's bytes,
+ * kept apart from the query so that its callers' stacks stay small (the
+ * verifier bounds a chain of calls to 512 bytes of stack). */
+struct namedl {
+	struct namedq q;
+	union {
+		char buf[NAMED_LEN]; /* the name's first NAMED_LEN-1 bytes */
+		__u64 w[NAMED_LEN / 8];
+	};
+};
+
+static long named_step(__u32 i, struct namedl *l)
+{
+	struct named *e;
+	__u32 n;
+
+	if (i >= named_count)
+		return 1;
+	e = bpf_map_lookup_elem(&named_files, &i);
+	if (!e || !e->group || e->group != l->q.group)
+		return 0;
+	n = e->len;
+	if (n == 0 || n >= NAMED_LEN - 1 || n > l->q.len)
+		return 0;
+	/* A sibling: the file's name, a dot, anything. */
+	if (n < l->q.len && l->buf[n] != '.')
+		return 0;
+	/* Word by word, masked to the name by the table (no loop, no shift:
+	 * the verifier walks this callback once for each state it reaches). */
+	if (((l->w[0] ^ ((__u64 *)e->name)[0]) & e->mask[0]) |
+	    ((l->w[1] ^ ((__u64 *)e->name)[1]) & e->mask[1]) |
+	    ((l->w[2] ^ ((__u64 *)e->name)[2]) & e->mask[2]) |
+	    ((l->w[3] ^ ((__u64 *)e->name)[3]) & e->mask[3]))
+		return 0;
+	l->q.matched = 1;
+	l->q.exact = n == l->q.len;
+	l->q.rule = e->rule;
+	l->q.flags = e->flags;
+	return 1;
+}
+
+/* named_scan looks l->q's name up among the named files of l->q.group.
+ * l is on the caller's own stack (bpf_loop takes its context there only). */
+static __always_inline void named_scan(struct namedl *l)
+{
+	__u32 n;
+
+	if (l->q.len == 0 || l->q.len > 255 || !l->q.group)
+		return;
+	n = l->q.len < NAMED_LEN - 1 ? l->q.len : NAMED_LEN - 1;
+	if (bpf_probe_read_kernel(l->buf, n & (NAMED_LEN - 1), (void *)l->q.name))
+		return;
+	bpf_loop(NAMED_MAX, named_step, l, 0);
+}
+
+/* named_file says whether q's name is a named file of q->group or one of
+ * its siblings. A global function for the same reason as protected. */
+__noinline int named_file(struct namedq *q)
+{
+	struct namedl l = {};
+
+	if (!q)
+		return 0;
+	l.q = *q;
+	named_scan(&l);
+	*q = l.q;
+	return 0;
+}
+
 /* What classify is asked: the dentry, its inode (0 for a negative dentry),
  * and whether that inode carries the jail's created mark, which only the
  * calling program can look up (inode storage needs a kernel pointer). */
@@ -768,10 +877,64 @@ struct query {
 };
 
 /*
- * classify decides where q->dentry lies and what may be done to it, into q->v.
- * A global function: see report_rep.
+ * named_verdict decides q's target, on the file system dev, when it is a
+ * named file of its folder (returns 1) or a sibling of one (2), with q->v
+ * made, else 0.
+ *
+ * Its own global function, and the folder looked up apart from classify's
+ * walk: written into classify, or into walk_step (which needs a branch on
+ * the step to know the folder), it made the 7.x verifiers process two to
+ * three times the instructions in every program that classifies (they
+ * explore it once for each state classify reaches it in), a cost every
+ * jailed start pays. Here it is checked once per program.
  */
-__noinline int classify(struct query *q)
+__noinline int named_verdict(struct query *q, __u32 dev)
+{
+	/* Scanned here, not through named_file: one frame less on the
+	 * verifier's bound of 512 bytes for a chain of calls (program,
+	 * classify, this, the loop's callback). */
+	struct namedl l = {};
+	struct namedq *nq = &l.q;
+	struct dentry *d;
+	struct inode *inode;
+	struct verdict *v;
+
+	if (!q)
+		return 0;
+	d = (void *)q->dentry;
+	inode = (void *)q->inode;
+	v = &q->v;
+	nq->group = named_group(BPF_CORE_READ(d, d_parent), dev);
+	if (!nq->group)
+		return 0;
+	nq->len = BPF_CORE_READ(d, d_name.len);
+	nq->name = (__u64)BPF_CORE_READ(d, d_name.name);
+	named_scan(&l);
+	if (!nq->matched)
+		return 0;
+	v->rule = nq->rule;
+	v->named = 1;
+	if (nq->flags & RULE_WRITE) {
+		/* No P_CREATE: a sibling made as a directory (a lock) holds
+		 * nothing the grant covers. */
+		v->class = AL_CLASS_INSIDE;
+		v->perm = P_READ | P_WRITE;
+		/* A second name of an outside file: writing it writes there. */
+		if (inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG &&
+		    BPF_CORE_READ(inode, i_nlink) > 1 && !q->created)
+			v->perm = P_READ;
+	} else if (nq->flags & RULE_READ) {
+		v->class = AL_CLASS_SYSTEM;
+		v->perm = P_READ;
+	}
+	/* A sibling's name is any name: the caller applies the secret
+	 * patterns of grants to it, as to a name in a granted tree (calling
+	 * secret_name from here would make one frame too many). */
+	return nq->exact ? 1 : 2;
+}
+
+/* decide is classify's body. */
+static __always_inline int decide(struct query *q)
 {
 	struct dentry *d;
 	struct inode *inode;
@@ -795,6 +958,8 @@ __noinline int classify(struct query *q)
 	v->flags = 0;
 	v->rule = 0;
 	v->node = PROT_NONE;
+	v->denied = 0;
+	v->named = 0;
 	if (inode)
 		mode = BPF_CORE_READ(inode, i_mode);
 
@@ -868,7 +1033,31 @@ __noinline int classify(struct query *q)
 	}
 	if (w.deny) {
 		v->rule = w.deny_id;
+		v->denied = 1;
 		return 0;
+	}
+	/* A file granted by name (or its sibling) in its folder, unless the
+	 * target is itself a rule root: its own rule decides. Only in cells
+	 * with named files. */
+	if (named_count && (!w.nearest || w.nearest_at > 0)) {
+		int by_name = named_verdict(q, w.dev);
+
+		if (by_name == 2 && pat_count && (pat_scopes & PAT_IN_GRANTS)) {
+			struct patq pq = { .scope = PAT_IN_GRANTS };
+
+			pq.len = BPF_CORE_READ(d, d_name.len);
+			pq.name = (__u64)BPF_CORE_READ(d, d_name.name);
+			secret_name(&pq);
+			if (pq.matched) {
+				v->class = AL_CLASS_OUTSIDE;
+				v->perm = 0;
+				v->named = 0;
+				v->rule = PAT_RULE + pq.matched - 1;
+				v->denied = 1;
+			}
+		}
+		if (by_name)
+			return 0;
 	}
 	if (!w.nearest)
 		return 0;
@@ -885,6 +1074,7 @@ __noinline int classify(struct query *q)
 		if (pq.matched) {
 			/* Refused like a denied path: outside, named by the pattern. */
 			v->rule = PAT_RULE + pq.matched - 1;
+			v->denied = 1;
 			return 0;
 		}
 	}
@@ -936,6 +1126,35 @@ __noinline int classify(struct query *q)
 	return 0;
 }
 
+/*
+ * classify decides where q->dentry lies and what may be done to it, into q->v.
+ * A global function: see report_rep.
+ */
+__noinline int classify(struct query *q)
+{
+	struct verdict *v;
+	struct inode *inode;
+	struct dentry *d;
+
+	if (!q)
+		return 0;
+	decide(q);
+	/* A folder of named files may be listed (its names, not what they
+	 * hold) where nothing else lets the agent read it: programs that
+	 * save such a file look for it and its siblings there (Claude Code
+	 * lists the home on each save). Never a denied one. */
+	v = &q->v;
+	inode = (void *)q->inode;
+	d = (void *)q->dentry;
+	if (named_count && v->class == AL_CLASS_OUTSIDE && !v->denied && !(v->perm & P_READ) &&
+	    inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR &&
+	    named_group(d, BPF_CORE_READ(d, d_sb, s_dev))) {
+		v->class = AL_CLASS_SYSTEM;
+		v->perm |= P_READ;
+	}
+	return 0;
+}
+
 static __always_inline __u32 inode_created(struct inode *inode)
 {
 	struct mark *m;
@@ -944,6 +1163,13 @@ static __always_inline __u32 inode_created(struct inode *inode)
 		return 0;
 	m = bpf_inode_storage_get(&marks, inode, 0, 0);
 	return m && m->created;
+}
+
+static __always_inline int is_dir(struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
 }
 
 /* classify_at asks classify about d, a kernel pointer from the hook. */
@@ -982,6 +1208,24 @@ static __always_inline int check_name(__u32 op, struct verdict *v, struct dentry
 	return report_v(op, v, 0, d1, d2);
 }
 
+/* may_make says whether the name of dentry may be made in folder dir, whose
+ * verdict is v, because it is a writable named file's, or a sibling's (v
+ * alone does not allow making names in dir). Never in a denied folder. */
+static __always_inline int may_make(struct verdict *v, struct dentry *dir, struct dentry *dentry)
+{
+	struct namedq nq = {};
+
+	if (!named_count || v->denied)
+		return 0;
+	nq.group = named_group(dir, BPF_CORE_READ(dir, d_sb, s_dev));
+	if (!nq.group)
+		return 0;
+	nq.len = BPF_CORE_READ(dentry, d_name.len);
+	nq.name = (__u64)BPF_CORE_READ(dentry, d_name.name);
+	named_file(&nq);
+	return nq.matched && (nq.flags & RULE_WRITE);
+}
+
 /* Creating a name in directory dir: remember the dentry so d_instantiate can
  * mark the new inode as the jail's own. */
 static __always_inline int check_create(__u32 op, const struct path *dir, struct dentry *dentry)
@@ -991,7 +1235,7 @@ static __always_inline int check_create(__u32 op, const struct path *dir, struct
 	struct pending *pd;
 
 	classify_at(parent, parent->d_inode, &v);
-	if (!(v.perm & P_CREATE))
+	if (!(v.perm & P_CREATE) && !may_make(&v, parent, dentry))
 		return report_v(op, &v, 0, (__u64)dentry, 0);
 	if (check_name(op, &v, dentry, (__u64)dentry, 0))
 		return -EACCES;
@@ -1047,15 +1291,23 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 	nr.flags = r->flags;
 	nr.id = r->id; /* a later registration of the same root names it (denials come last) */
 	nr.prot = r->prot;
+	nr.named = r->named;
 	old = bpf_map_lookup_elem(&rules, &k);
 	if (old) {
 		nr.flags |= old->flags;
 		if (!(r->flags & RULE_PROTECT))
 			nr.prot = old->prot;
+		/* A directory keeps the named group it has (agent-lock reads it
+		 * back); a registration for its named files alone keeps its id. */
+		if (old->named)
+			nr.named = old->named;
+		if (!r->id)
+			nr.id = old->id;
 	}
 	if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
 		r->dev = k.dev;
 		r->ino = k.ino;
+		r->named = nr.named;
 		r->flags = 0;
 		r->seq++;
 	}
@@ -1160,7 +1412,7 @@ int BPF_PROG(path_link, struct dentry *old_dentry, const struct path *new_dir,
 	if (!(v.perm & P_WRITE) || v.class != AL_CLASS_INSIDE)
 		return report_v(AL_OP_LINK, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	classify_at(new_dir->dentry, new_dir->dentry->d_inode, &v);
-	if (!(v.perm & P_CREATE))
+	if (!(v.perm & P_CREATE) && !may_make(&v, new_dir->dentry, new_dentry))
 		return report_v(AL_OP_LINK, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	if (check_name(AL_OP_LINK, &v, new_dentry, (__u64)old_dentry, (__u64)new_dentry))
 		return -EACCES;
@@ -1177,11 +1429,13 @@ int BPF_PROG(path_rename, const struct path *old_dir, struct dentry *old_dentry,
 		return 0;
 	/* Either end outside is an escape: in, it brings an outside file into
 	 * view; out, it takes one of ours (or DIR itself) away. */
+	/* A directory with a named file's name (a lock) moves nowhere: one
+	 * the user had would bring what it holds into view. */
 	classify_at(old_dentry, old_dentry->d_inode, &v);
-	if (!(v.perm & P_WRITE) || v.is_root)
+	if (!(v.perm & P_WRITE) || v.is_root || (v.named && is_dir(old_dentry)))
 		return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	classify_at(new_dir->dentry, new_dir->dentry->d_inode, &v);
-	if (!(v.perm & P_CREATE))
+	if (!(v.perm & P_CREATE) && !may_make(&v, new_dir->dentry, new_dentry))
 		return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	/* Renamed onto a protected name: as if made there (AL_OP_RENAME is
 	 * never AL_OP_MKDIR, so a PROT_ENTRY refuses too). */
@@ -1190,7 +1444,7 @@ int BPF_PROG(path_rename, const struct path *old_dir, struct dentry *old_dentry,
 	if (new_dentry->d_inode) {
 		/* Replacing (or, with RENAME_EXCHANGE, swapping) an existing name. */
 		classify_at(new_dentry, new_dentry->d_inode, &v);
-		if (!(v.perm & P_WRITE) || v.is_root)
+		if (!(v.perm & P_WRITE) || v.is_root || (v.named && is_dir(new_dentry)))
 			return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	}
 	return 0;

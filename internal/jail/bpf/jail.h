@@ -117,11 +117,39 @@ struct rule_key {
 #define RULE_PROTECT (1 << 5) /* the protected entries (struct prot) lie below it */
 #define RULE_GRANT   (1 << 6) /* a grant the user made: PAT_IN_GRANTS patterns apply below it */
 #define RULE_PROJECT (1 << 7) /* DIR: PAT_IN_PROJECT patterns apply below it */
+#define RULE_NAMED   (1 << 8) /* a directory with files granted by name (struct named) */
 
 struct rule {
 	__u32 flags;
-	__u32 id;    /* agent-lock's number for it, reported with each decision */
+	__u32 id;    /* agent-lock's number for it, reported with each decision;
+	              * 0 for a directory registered only for its named files */
 	__u32 prot;  /* RULE_PROTECT: the protect-trie node of this root */
+	__u32 named; /* RULE_NAMED: its group in the named table */
+};
+
+/*
+ * Files granted read-write by name in their directory, with their siblings:
+ * the names that are the file's name, a dot and anything (F.tmp.123.abc,
+ * F.lock, F.backup). Programs save such files by writing a sibling and
+ * renaming it over the file, which replaces the inode an inode rule would
+ * have named, and some make the file on first use. The directory itself is
+ * granted nothing. NAMED_MAX entries at most, names at most NAMED_LEN-2
+ * bytes; written by agent-lock while it registers, before any process is
+ * jailed.
+ */
+#define NAMED_MAX 16
+#define NAMED_LEN 32
+
+struct named {
+	__u32 group; /* the directory's (struct rule.named); 0: unused slot */
+	__u32 len;
+	__u32 rule;  /* event.rule of the grant */
+	__u32 flags; /* RULE_READ | RULE_WRITE */
+	char name[NAMED_LEN];
+	/* The bytes of each word of name that are the name's (len of them):
+	 * written by agent-lock, so that the kernel compares words with no
+	 * loop and no shift of its own. */
+	__u64 mask[NAMED_LEN / 8];
 };
 
 /*
@@ -184,6 +212,10 @@ struct registration {
 	__u64 ino;
 	__u32 id;      /* the rule's id, for the next open */
 	__u32 prot;    /* its protect-trie node, for the next open */
+	__u32 named;   /* RULE_NAMED: its group, for the next open; the kernel
+	                * writes back the group the directory has (an earlier
+	                * registration of it may have given it one) */
+	__u32 pad;
 };
 
 #endif
