@@ -489,6 +489,30 @@ func listXattrs(p string) string {
 }
 
 // diff lists what changed between two snapshots.
+// ungranted is snap without what t's grant lets the agent change (see
+// Technique.Granted).
+func (f *Fixture) ungranted(t *Technique, snap map[string]string) map[string]string {
+	if len(t.Granted) == 0 {
+		return snap
+	}
+	out := map[string]string{}
+	for p, v := range snap {
+		if p == f.Home {
+			continue
+		}
+		granted := false
+		for _, g := range t.Granted {
+			if g := filepath.Join(f.Home, g); p == g || strings.HasPrefix(p, g+"/") {
+				granted = true
+			}
+		}
+		if !granted {
+			out[p] = v
+		}
+	}
+	return out
+}
+
 func diffSnapshots(before, after map[string]string) []string {
 	var out []string
 	for p, v := range before {

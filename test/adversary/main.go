@@ -281,7 +281,7 @@ func (s *suite) once(ctx context.Context, t *Technique, jailed bool) *outcome {
 	report := ""
 	if jailed {
 		report = s.run.NextReport()
-		p.Argv = s.run.JailArgv(f.Dir, report, argv)
+		p.Argv = s.run.JailArgv(f.Dir, report, argv, t.Flags...)
 		p.Env = s.run.RootEnv()
 		p.Timeout = s.run.JailTimeout()
 	}
@@ -366,7 +366,7 @@ func (s *suite) try(ctx context.Context, t *Technique) result {
 	if strings.Contains(jail.out, f.Marker) && t.Effect(f, jail) != "secret in output" {
 		leaks = append(leaks, "secret in output")
 	}
-	if d := diffSnapshots(before, f.snapshot()); len(d) > 0 {
+	if d := diffSnapshots(f.ungranted(t, before), f.ungranted(t, f.snapshot())); len(d) > 0 {
 		leaks = append(leaks, "outside changed: "+strings.Join(d, "; "))
 	}
 	if eff := survived(f, jail); eff != "" && !strings.Contains(strings.Join(leaks, ""), eff) {

@@ -35,6 +35,12 @@ type Technique struct {
 	Skip func(f *Fixture) string
 	// Setup adds to the standard fixture.
 	Setup func(f *Fixture) error
+	// Flags are agent-lock's flags for the jailed run (a profile).
+	Flags []string
+	// Granted are the names, relative to the home, that Flags let the
+	// agent make and change outside DIR: what happens to them (and to the
+	// home's own link count and times) is no leak.
+	Granted []string
 	// Cmd is the attack, run in DIR as the user.
 	Cmd func(f *Fixture) []string
 	// TTY runs the attack on a fresh terminal (script), and afterwards
@@ -256,6 +262,7 @@ var families = [][]Technique{
 	kernelTechniques,
 	persistenceTechniques,
 	protectedTechniques,
+	namedTechniques,
 }
 
 func allTechniques() []Technique {

@@ -104,12 +104,14 @@ func (r *Runner) NextReport() string {
 	return p
 }
 
-// JailArgv is the agent-lock command line that runs argv in dir.
-func (r *Runner) JailArgv(dir, report string, argv []string) []string {
+// JailArgv is the agent-lock command line that runs argv in dir, with
+// agent-lock's flags when given.
+func (r *Runner) JailArgv(dir, report string, argv []string, flags ...string) []string {
 	a := []string{r.AgentLock, "--headless", "--report", report}
 	if r.Engine != "" {
 		a = append(a, "--engine", r.Engine)
 	}
+	a = append(a, flags...)
 	return append(append(a, dir, "--"), argv...)
 }
 
