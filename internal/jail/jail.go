@@ -46,6 +46,10 @@ const (
 	Named RuleFlags = 1 << 8
 )
 
+// ruleSeal registers nothing: it asks the kernel to seal the rule root just
+// opened (RULE_SEAL, jail.h).
+const ruleSeal RuleFlags = 1 << 10
+
 // Limits of the kernel's table of named files (jail.h).
 const (
 	NamedMax = 16
@@ -120,6 +124,9 @@ type Jail struct {
 	// rules names what event.rule numbers: a rule root (its index in the
 	// registered rules + 1) or a protected entry (protRule + its node).
 	rules map[uint32]string
+
+	// sealed are the rule roots the kernel sealed (no denial above).
+	sealed []string
 
 	buf     []byte
 	lastLen int
@@ -430,10 +437,7 @@ func (j *Jail) register(rules []Rule, protRoots []uint32) error {
 	// open of this process.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	regMap := j.coll.Maps["reg"]
-	var zero uint32
-	defer regMap.Put(zero, jailRegistration{})
-	pid := uint32(os.Getpid())
+	defer j.coll.Maps["reg"].Put(uint32(0), jailRegistration{})
 	var named uint32
 	for i, r := range rules {
 		id := uint32(i + 1)
@@ -445,35 +449,64 @@ func (j *Jail) register(rules []Rule, protRoots []uint32) error {
 			named++
 			continue
 		}
-		var before jailRegistration
-		if err := regMap.Lookup(zero, &before); err != nil {
-			return fmt.Errorf("register %s: %w", r.Path, err)
-		}
-		slot := jailRegistration{Tgid: pid, Flags: uint32(r.Flags), Seq: before.Seq, Id: id}
+		slot := jailRegistration{Flags: uint32(r.Flags), Id: id}
 		if r.Flags&Protect != 0 && r.Protect != nil {
 			// In the order Load gave them their trie nodes.
 			slot.Prot, protRoots = protRoots[0], protRoots[1:]
 		}
-		if err := regMap.Put(zero, slot); err != nil {
+		if _, err := j.handshake(r.Path, slot); err != nil {
 			return fmt.Errorf("register %s: %w", r.Path, err)
 		}
-		// Sockets refuse open with ENXIO after file_open ran; FIFOs must
-		// not block. Either way the hook has seen the inode.
-		fd, err := unix.Open(r.Path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-		if err == nil {
-			unix.Close(fd)
-		} else if !errors.Is(err, unix.ENXIO) {
-			return fmt.Errorf("register %s: %w", r.Path, err)
+	}
+	// With every rule in place, the kernel seals the roots that have no
+	// denial above them, as it sees their ancestors: walks up from a
+	// target end at the first sealed root once they know the nearest
+	// rule, instead of climbing to the file system's root on every open.
+	// Not sealed is only slower.
+	for _, r := range rules {
+		if r.Flags&(Deny|Named) != 0 {
+			continue
 		}
-		var after jailRegistration
-		if err := regMap.Lookup(zero, &after); err != nil {
-			return fmt.Errorf("register %s: %w", r.Path, err)
+		after, err := j.handshake(r.Path, jailRegistration{Flags: uint32(ruleSeal)})
+		if err != nil {
+			return fmt.Errorf("seal %s: %w", r.Path, err)
 		}
-		if after.Seq != before.Seq+1 {
-			return fmt.Errorf("register %s: the kernel did not record it (are the programs attached elsewhere?)", r.Path)
+		if after.Named == 1 {
+			j.sealed = append(j.sealed, r.Path)
 		}
 	}
 	return nil
+}
+
+// handshake puts slot (for this process, at the current sequence number)
+// into the registration map, opens path so that the kernel sees it, and
+// returns the slot as the kernel left it, which must have counted the open.
+func (j *Jail) handshake(path string, slot jailRegistration) (jailRegistration, error) {
+	regMap := j.coll.Maps["reg"]
+	var zero uint32
+	var before, after jailRegistration
+	if err := regMap.Lookup(zero, &before); err != nil {
+		return after, err
+	}
+	slot.Tgid, slot.Seq = uint32(os.Getpid()), before.Seq
+	if err := regMap.Put(zero, slot); err != nil {
+		return after, err
+	}
+	// Sockets refuse open with ENXIO after file_open ran; FIFOs must not
+	// block. Either way the hook has seen the inode.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err == nil {
+		unix.Close(fd)
+	} else if !errors.Is(err, unix.ENXIO) {
+		return after, err
+	}
+	if err := regMap.Lookup(zero, &after); err != nil {
+		return after, err
+	}
+	if after.Seq != before.Seq+1 {
+		return after, errors.New("the kernel did not record it (are the programs attached elsewhere?)")
+	}
+	return after, nil
 }
 
 // checkNamed says what is wrong with a Named rule, or nil.
@@ -497,28 +530,12 @@ func checkNamed(r Rule) error {
 // paths). The folder's registration names no rule (id 0), so it keeps the
 // id of any other rule on it.
 func (j *Jail) registerNamed(r Rule, id, slot uint32) error {
-	regMap := j.coll.Maps["reg"]
-	var zero uint32
-	var before jailRegistration
-	if err := regMap.Lookup(zero, &before); err != nil {
-		return fmt.Errorf("register %s: %w", r.Path, err)
+	after, err := j.handshake(filepath.Dir(r.Path), jailRegistration{Flags: uint32(Named), Named: slot + 1})
+	if err == nil && after.Named == 0 {
+		err = errors.New("the kernel gave its folder no group")
 	}
-	reg := jailRegistration{Tgid: uint32(os.Getpid()), Flags: uint32(Named), Seq: before.Seq, Named: slot + 1}
-	if err := regMap.Put(zero, reg); err != nil {
-		return fmt.Errorf("register %s: %w", r.Path, err)
-	}
-	dir := filepath.Dir(r.Path)
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("register %s: its folder: %w", r.Path, err)
-	}
-	unix.Close(fd)
-	var after jailRegistration
-	if err := regMap.Lookup(zero, &after); err != nil {
-		return fmt.Errorf("register %s: %w", r.Path, err)
-	}
-	if after.Seq != before.Seq+1 || after.Named == 0 {
-		return fmt.Errorf("register %s: the kernel did not record its folder (are the programs attached elsewhere?)", r.Path)
+		return fmt.Errorf("register %s (its folder): %w", r.Path, err)
 	}
 	base := filepath.Base(r.Path)
 	e := jailNamed{Group: after.Named, Len: uint32(len(base)), Rule: id, Flags: uint32(r.Flags &^ (Named | Grant))}
@@ -533,6 +550,10 @@ func (j *Jail) registerNamed(r Rule, id, slot uint32) error {
 	}
 	return nil
 }
+
+// Sealed are the rule roots the kernel sealed: nothing above them is
+// denied, so walks up from a target end there.
+func (j *Jail) Sealed() []string { return slices.Clone(j.sealed) }
 
 // LinkFiles returns duplicates of the attachment descriptors. Whoever holds
 // them keeps the programs attached; the reaper holds them so that the jail

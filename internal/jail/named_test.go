@@ -3,6 +3,7 @@ package jail_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,4 +80,40 @@ func TestNamedFiles(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(c.out, "secret")); err != nil || !strings.Contains(string(b), "SECRET-MARKER") {
 		t.Fatalf("the neighbour was disturbed: %v %q", err, b)
 	}
+}
+
+// TestSealedRoots: the kernel seals the rule roots with no denial above
+// them (walks end there), and only those: a grant inside a denied folder
+// stays unsealed, so the denial above it still wins, while the project
+// directory is sealed and works as before.
+func TestSealedRoots(t *testing.T) {
+	var sub string
+	c := newCellWith(t, func(cfg *jail.Config, dir, out string) {
+		sub = filepath.Join(out, "sub")
+		os.Mkdir(sub, 0o755)
+		os.WriteFile(filepath.Join(sub, "f"), []byte("SUB-MARKER\n"), 0o644)
+		p := policy.Policy{Dir: dir, Allow: []string{sub}, Deny: []string{out}}
+		cfg.Rules = p.Rules()
+	})
+	sealed := c.j.Sealed()
+	if !slices.Contains(sealed, c.dir) || slices.Contains(sealed, sub) {
+		t.Fatalf("sealed %v: want the project directory %s, not %s (denied above)", sealed, c.dir, sub)
+	}
+	if out, err := c.run(`cat inside.txt && mkdir -p a/b && echo x > a/b/c && cat a/b/c`); err != nil {
+		t.Fatalf("work in the sealed project directory: %v\n%s", err, out)
+	}
+	if evs := c.events(); len(evs) != 0 {
+		t.Fatalf("work in the project directory was refused: %+v", evs)
+	}
+	c.env = append(c.env, "SUB="+sub)
+	out, err := c.run(`cat "$SUB/f"`)
+	if err == nil || strings.Contains(out, "MARKER") {
+		t.Fatalf("a grant inside a denied folder was read: %v\n%s", err, out)
+	}
+	for _, ev := range c.events() {
+		if ev.Denied && ev.Op == "read" && strings.HasSuffix(ev.Path, "project2/sub/f") && strings.HasPrefix(ev.Rule, "--deny") {
+			return
+		}
+	}
+	t.Fatal("the refusal was not reported with the denial's rule")
 }

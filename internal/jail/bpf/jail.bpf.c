@@ -485,6 +485,7 @@ static long walk_step(__u32 i, struct walk *w)
 	struct dentry *d = (void *)w->dentry;
 	struct dentry *p;
 	struct inode *inode;
+	__u32 sealed = 0;
 
 	if (!d)
 		return 1;
@@ -505,12 +506,17 @@ static long walk_step(__u32 i, struct walk *w)
 				w->nearest_d = (__u64)d;
 				w->nearest_prot = r->prot;
 			}
+			/* Nothing above a sealed root is denied, and the rules
+			 * above the nearest one decide nothing: the walk ends
+			 * here, as at the root (one exit: fewer states for the
+			 * verifier to walk through). */
+			sealed = (r->flags & RULE_SEALED) && w->nearest;
 		}
 	}
 	p = BPF_CORE_READ(d, d_parent);
-	if (!p || p == d) {
+	if (sealed || !p || p == d) {
 		w->done = 1;
-		w->at_root = (__u64)d == w->sb_root;
+		w->at_root = sealed || (__u64)d == w->sb_root;
 		return 1;
 	}
 	w->dentry = (__u64)p;
@@ -1288,6 +1294,33 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 		return;
 	k.dev = BPF_CORE_READ(d, d_sb, s_dev);
 	k.ino = BPF_CORE_READ(inode, i_ino);
+	if (r->flags == RULE_SEAL) {
+		/* Sealing a registered root, after every rule is registered:
+		 * if nothing above it is denied as this kernel sees its
+		 * ancestors (dentries, not paths), walks may end at it. Not
+		 * sealed is only slower. A denial above can no longer appear:
+		 * registration is over, and the jail refuses moving the root or
+		 * an outside folder above it. */
+		struct query q = {};
+
+		old = bpf_map_lookup_elem(&rules, &k);
+		if (!old)
+			return;
+		nr = *old;
+		q.dentry = (__u64)BPF_CORE_READ(d, d_parent);
+		q.inode = (__u64)BPF_CORE_READ(d, d_parent, d_inode);
+		classify(&q);
+		r->named = 0;
+		if (!q.v.denied && q.v.class != AL_CLASS_UNRESOLVED) {
+			nr.flags |= RULE_SEALED;
+			r->named = 1;
+		}
+		if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
+			r->flags = 0;
+			r->seq++;
+		}
+		return;
+	}
 	nr.flags = r->flags;
 	nr.id = r->id; /* a later registration of the same root names it (denials come last) */
 	nr.prot = r->prot;

@@ -118,6 +118,9 @@ struct rule_key {
 #define RULE_GRANT   (1 << 6) /* a grant the user made: PAT_IN_GRANTS patterns apply below it */
 #define RULE_PROJECT (1 << 7) /* DIR: PAT_IN_PROJECT patterns apply below it */
 #define RULE_NAMED   (1 << 8) /* a directory with files granted by name (struct named) */
+#define RULE_SEALED  (1 << 9) /* nothing above it is denied: the walk may end here */
+#define RULE_SEAL    (1 << 10) /* registration only: seal the root just opened, if
+                                * nothing above it is denied (the kernel looks) */
 
 struct rule {
 	__u32 flags;
@@ -214,7 +217,8 @@ struct registration {
 	__u32 prot;    /* its protect-trie node, for the next open */
 	__u32 named;   /* RULE_NAMED: its group, for the next open; the kernel
 	                * writes back the group the directory has (an earlier
-	                * registration of it may have given it one) */
+	                * registration of it may have given it one). RULE_SEAL:
+	                * the kernel writes 1 when it sealed the root */
 	__u32 pad;
 };
 
