@@ -52,7 +52,9 @@ Flags:
   --format json|text report format (default: json with --report, text on a terminal)
   --allow-unix PATH  let the agent connect to this unix socket (repeatable)
   --allow PATH       let the agent read this tree too (repeatable)
-  --allow-write PATH let the agent read and write this tree too (repeatable)
+  --allow-write PATH let the agent read and write this tree too (repeatable);
+                     a file is granted by name, with NAME.* (a save's
+                     temporary file, its lock)
   --deny PATH        refuse this tree even inside DIR or a grant (repeatable);
                      ~/.ssh, ~/.aws, ~/.gnupg, ~/.kube, shell histories and
                      other secrets of your home are always refused

@@ -471,7 +471,7 @@ func (j *Jail) register(rules []Rule, protRoots []uint32) error {
 		if err != nil {
 			return fmt.Errorf("seal %s: %w", r.Path, err)
 		}
-		if after.Named == 1 {
+		if after.Sealed == 1 {
 			j.sealed = append(j.sealed, r.Path)
 		}
 	}

@@ -138,16 +138,16 @@ type jailProtKey struct {
 }
 
 type jailRegistration struct {
-	_     structs.HostLayout
-	Tgid  uint32
-	Flags uint32
-	Seq   uint32
-	Dev   uint32
-	Ino   uint64
-	Id    uint32
-	Prot  uint32
-	Named uint32
-	Pad   uint32
+	_      structs.HostLayout
+	Tgid   uint32
+	Flags  uint32
+	Seq    uint32
+	Dev    uint32
+	Ino    uint64
+	Id     uint32
+	Prot   uint32
+	Named  uint32
+	Sealed uint32
 }
 
 type jailRule struct {

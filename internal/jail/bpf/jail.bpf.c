@@ -1310,10 +1310,10 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 		q.dentry = (__u64)BPF_CORE_READ(d, d_parent);
 		q.inode = (__u64)BPF_CORE_READ(d, d_parent, d_inode);
 		classify(&q);
-		r->named = 0;
+		r->sealed = 0;
 		if (!q.v.denied && q.v.class != AL_CLASS_UNRESOLVED) {
 			nr.flags |= RULE_SEALED;
-			r->named = 1;
+			r->sealed = 1;
 		}
 		if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
 			r->flags = 0;

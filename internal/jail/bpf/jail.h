@@ -217,9 +217,8 @@ struct registration {
 	__u32 prot;    /* its protect-trie node, for the next open */
 	__u32 named;   /* RULE_NAMED: its group, for the next open; the kernel
 	                * writes back the group the directory has (an earlier
-	                * registration of it may have given it one). RULE_SEAL:
-	                * the kernel writes 1 when it sealed the root */
-	__u32 pad;
+	                * registration of it may have given it one) */
+	__u32 sealed;  /* RULE_SEAL: the kernel writes 1 when it sealed the root */
 };
 
 #endif
