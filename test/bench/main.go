@@ -9,16 +9,21 @@
 //
 // Each workload times itself inside the worker process, so agent-lock's own
 // start (loading and verifying its programs) is not counted against the
-// work; start-up is measured on its own.
+// work; start-up is measured on its own. One worker (one session) serves a
+// mode's repetitions of a workload; the modes take turns.
 //
 // It rewrites the test user's home, so it runs in the test VMs (make bench)
 // or with -i-know-this-writes-to-home.
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +31,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -127,22 +133,20 @@ func run() int {
 			continue
 		}
 		times := map[string][]time.Duration{}
-		// Interleaved, so drift in the machine's speed hits every mode alike.
-		for range c.repeat {
-			for _, mode := range modes {
-				d, err := b.measure(ctx, mode, w)
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "bench: %s %s: %v\n", w, mode, err)
-					failed = true
-					continue
-				}
-				times[mode] = append(times[mode], d)
+		hooks := map[string]*hookRun{}
+		for _, mode := range modes {
+			ts, hr, err := b.measure(ctx, mode, w)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %s %s: %v\n", w, mode, err)
+				failed = true
+				continue
 			}
+			times[mode], hooks[mode] = ts, hr
 		}
 		base := median(times["unjailed"])
 		for _, mode := range modes {
 			ts := times[mode]
-			if len(ts) == 0 {
+			if len(ts) == 0 || base == 0 {
 				continue
 			}
 			ratio := float64(median(ts)) / float64(base)
@@ -154,7 +158,11 @@ func run() int {
 			fmt.Printf("BENCH kernel=%s workload=%s mode=%s n=%d min_ns=%d median_ns=%d max_ns=%d ratio=%.3f\n",
 				kernel, w, mode, len(ts), slices.Min(ts), median(ts), slices.Max(ts), ratio)
 		}
-		b.hooks(ctx, kernel, w)
+		for _, mode := range modes {
+			if hooks[mode] != nil {
+				printHooks(kernel, w, mode, hooks[mode])
+			}
+		}
 	}
 	// Start-up first: its sessions, which see no events, are the storm's
 	// memory baseline.
@@ -251,77 +259,210 @@ func (b *bench) jailed(mode string) *testenv.Runner {
 	return &r
 }
 
-var elapsedRE = regexp.MustCompile(`elapsed_ns=(\d+)`)
+var elapsedRE = regexp.MustCompile(`^elapsed_ns=(\d+)$`)
 
-// measure runs one workload once in one mode and returns the time the
-// worker measured.
-func (b *bench) measure(ctx context.Context, mode, w string) (time.Duration, error) {
-	argv := []string{b.worker, "-worker", w, b.dir, strconv.Itoa(b.c.opens)}
-	var res testenv.Result
-	switch mode {
-	case "unjailed":
-		res = b.r.Unjailed(ctx, argv, b.dir, filepath.Join(b.r.User.Home, "tmp"))
-	case "landlock":
-		res = b.r.Unjailed(ctx, append(argv, "landlock"), b.dir, filepath.Join(b.r.User.Home, "tmp"))
-	case "agent-lock", "file_open":
-		res = b.jailed(mode).Jailed(ctx, testenv.StartWrapper(argv), b.dir)
-		if p := testenv.JailProblem(res); p != "" {
-			return 0, fmt.Errorf("%s", p)
-		}
-		if res.Report != nil && len(res.Report.Escapes) > 0 {
-			return 0, fmt.Errorf("the workload was refused something: %s", res.Report.Escapes[0].String())
-		}
-	}
-	if res.Exit != 0 {
-		return 0, fmt.Errorf("exit %d: %s", res.Exit, testenv.Tail(res.Output, 5))
-	}
-	m := elapsedRE.FindSubmatch(res.Output)
-	if m == nil {
-		return 0, fmt.Errorf("no elapsed_ns in: %s", testenv.Tail(res.Output, 5))
-	}
-	ns, _ := strconv.ParseInt(string(m[1]), 10, 64)
-	return time.Duration(ns), nil
+// hookRun is where the kernel's time went in one run of a workload: the
+// programs' runs and time, against the work's own time.
+type hookRun struct {
+	work  time.Duration
+	hooks []testenv.Hook
 }
 
-// hooks runs workload w once more in each jailed mode, untimed, with the
+// measure runs workload w c.repeat times in one mode, in one worker (one
+// agent-lock session for the jailed modes: its start, seconds under
+// emulation, would otherwise be most of the suite's time), and returns the
+// times the worker measured. A jailed mode then runs it once more with the
 // kernel's BPF statistics on (they cost two clock reads a program run, so
-// the timed runs go without), and prints where the kernel's time went: the
-// programs that ran, how often, and for how long, against the work's own
-// time. agent-lock reads them as it exits (its report's summary).
-func (b *bench) hooks(ctx context.Context, kernel, w string) {
-	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+// the timed runs go without); the kernel counts only while they are on,
+// so agent-lock's summary lists that run's programs alone.
+//
+// Only one mode's worker lives at a time: a session's programs run for
+// every process of the machine (and return at once for those outside its
+// cell), so a session left open would slow the others' runs.
+func (b *bench) measure(ctx context.Context, mode, w string) ([]time.Duration, *hookRun, error) {
+	s, err := b.serve(ctx, mode)
 	if err != nil {
-		fmt.Printf("hooks: %s: no BPF statistics here: %v\n", w, err)
-		return
+		return nil, nil, err
 	}
-	defer stats.Close()
-	for _, mode := range []string{"agent-lock", "file_open"} {
-		argv := []string{b.worker, "-worker", w, b.dir, strconv.Itoa(b.c.opens)}
-		res := b.jailed(mode).Jailed(ctx, testenv.StartWrapper(argv), b.dir)
-		m := elapsedRE.FindSubmatch(res.Output)
-		if res.Exit != 0 || m == nil || res.Report == nil || res.Report.Summary == nil {
-			fmt.Printf("hooks: %s %s: exit %d: %s\n", w, mode, res.Exit, testenv.Tail(res.Output, 3))
-			continue
+	jailed := mode == "agent-lock" || mode == "file_open"
+	var ts []time.Duration
+	var hr *hookRun
+	if mode == modes[0] {
+		// The first mode of a workload would pay alone for the caches the
+		// others find warm (the compiler's pages and headers, the
+		// repository's index): one run first, not counted.
+		s.run(w, b.c.opens)
+	}
+	for range b.c.repeat {
+		d, err := s.run(w, b.c.opens)
+		if err != nil {
+			break
 		}
-		work, _ := strconv.ParseInt(string(m[1]), 10, 64)
-		hs := slices.Clone(res.Report.Summary.Hooks)
-		slices.SortFunc(hs, func(a, b testenv.Hook) int { return int(b.NS - a.NS) })
-		var total int64
-		for _, h := range hs {
-			total += h.NS
-			fmt.Printf("BENCH kernel=%s workload=%s mode=%s hook=%s runs=%d ns=%d\n", kernel, w, mode, h.Name, h.Runs, h.NS)
-		}
-		line := fmt.Sprintf("hooks: %-11s %-10s %v in the programs over %v of work (%.0f%%):",
-			w, mode, round(time.Duration(total)), round(time.Duration(work)), 100*float64(total)/float64(work))
-		for i, h := range hs {
-			if i == 4 {
-				line += fmt.Sprintf(" +%d more", len(hs)-i)
-				break
+		ts = append(ts, d)
+	}
+	if len(ts) == b.c.repeat && jailed {
+		if stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err != nil {
+			fmt.Printf("hooks: %s: no BPF statistics here: %v\n", w, err)
+		} else {
+			d, err := s.run(w, b.c.opens)
+			stats.Close()
+			if err == nil {
+				hr = &hookRun{work: d}
 			}
-			line += fmt.Sprintf(" %s %d x %v;", h.Name, h.Runs, time.Duration(h.NS/int64(max(h.Runs, 1))))
 		}
-		fmt.Println(strings.TrimSuffix(line, ";"))
 	}
+	res := s.close(b.r)
+	if s.err != nil {
+		return nil, nil, fmt.Errorf("%v: %s", s.err, testenv.Tail(res.Output, 5))
+	}
+	if jailed {
+		if p := testenv.JailProblem(res); p != "" {
+			return nil, nil, fmt.Errorf("%s", p)
+		}
+		if len(res.Report.Escapes) > 0 {
+			return nil, nil, fmt.Errorf("the workload was refused something: %s", res.Report.Escapes[0].String())
+		}
+		if hr != nil && res.Report.Summary != nil {
+			hr.hooks = res.Report.Summary.Hooks
+		}
+	}
+	if res.Exit != 0 || res.TimedOut {
+		return nil, nil, fmt.Errorf("exit %d (timed out: %v): %s", res.Exit, res.TimedOut, testenv.Tail(res.Output, 5))
+	}
+	return ts, hr, nil
+}
+
+// printHooks says where the kernel's time went in a jailed mode's run with
+// the BPF statistics on: the programs that ran, how often, and for how
+// long, against the work's own time.
+func printHooks(kernel, w, mode string, hr *hookRun) {
+	hs := slices.Clone(hr.hooks)
+	slices.SortFunc(hs, func(a, b testenv.Hook) int { return int(b.NS - a.NS) })
+	var total int64
+	for _, h := range hs {
+		total += h.NS
+		fmt.Printf("BENCH kernel=%s workload=%s mode=%s hook=%s runs=%d ns=%d\n", kernel, w, mode, h.Name, h.Runs, h.NS)
+	}
+	line := fmt.Sprintf("hooks: %-11s %-10s %v in the programs over %v of work (%.0f%%):",
+		w, mode, round(time.Duration(total)), round(hr.work), 100*float64(total)/float64(hr.work))
+	for i, h := range hs {
+		if i == 4 {
+			line += fmt.Sprintf(" +%d more", len(hs)-i)
+			break
+		}
+		line += fmt.Sprintf(" %s %d x %v;", h.Name, h.Runs, time.Duration(h.NS/int64(max(h.Runs, 1))))
+	}
+	fmt.Println(strings.TrimSuffix(line, ";"))
+}
+
+// server is one mode's worker, running workloads on request.
+type server struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	lines  *bufio.Scanner
+	out    bytes.Buffer // its standard output, read here
+	errs   bytes.Buffer // its and agent-lock's standard error
+	report string       // jailed modes
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error // the first run that failed
+}
+
+// serve starts the worker of one mode: as the test user, directly, under a
+// Landlock sandbox it makes itself, or under agent-lock.
+func (b *bench) serve(ctx context.Context, mode string) (*server, error) {
+	s := &server{}
+	argv := []string{b.worker, "-worker", "serve", b.dir}
+	env := b.r.UserEnv(filepath.Join(b.r.User.Home, "tmp"))
+	asUser := true
+	switch mode {
+	case "landlock":
+		argv = append(argv, "landlock")
+	case "agent-lock", "file_open":
+		s.report = b.r.NextReport()
+		argv = b.jailed(mode).JailArgv(b.dir, s.report, testenv.StartWrapper(argv))
+		env = b.r.RootEnv()
+		asUser = false // agent-lock drops to the user
+	}
+	s.ctx, s.cancel = context.WithTimeout(ctx, b.r.JailTimeout())
+	s.cmd = exec.CommandContext(s.ctx, argv[0], argv[1:]...)
+	s.cmd.Dir = b.dir
+	s.cmd.Env = env
+	s.cmd.Stderr = &s.errs
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if asUser {
+		u := b.r.User
+		s.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: u.Groups}
+	}
+	s.cmd.Cancel = func() error { return syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) }
+	s.cmd.WaitDelay = 2 * time.Second
+	var err error
+	if s.in, err = s.cmd.StdinPipe(); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	s.lines = bufio.NewScanner(stdout)
+	if err := s.cmd.Start(); err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("start %s worker: %w", mode, err)
+	}
+	return s, nil
+}
+
+// run asks for one run of workload w and returns the time it took.
+func (s *server) run(w string, opens int) (time.Duration, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if _, err := fmt.Fprintf(s.in, "%s %d\n", w, opens); err != nil {
+		s.err = fmt.Errorf("the worker is gone: %w", err)
+		return 0, s.err
+	}
+	for s.lines.Scan() {
+		line := s.lines.Text()
+		s.out.WriteString(line + "\n")
+		if m := elapsedRE.FindStringSubmatch(line); m != nil {
+			ns, _ := strconv.ParseInt(m[1], 10, 64)
+			return time.Duration(ns), nil
+		}
+		if strings.HasPrefix(line, "error=") {
+			s.err = fmt.Errorf("%s", strings.TrimPrefix(line, "error="))
+			return 0, s.err
+		}
+	}
+	s.err = fmt.Errorf("the worker ended without an answer")
+	return 0, s.err
+}
+
+// close ends the worker (its input ends) and returns how it ended, with
+// agent-lock's report for the jailed modes.
+func (s *server) close(r *testenv.Runner) testenv.Result {
+	defer s.cancel()
+	s.in.Close()
+	for s.lines.Scan() {
+		s.out.WriteString(s.lines.Text() + "\n")
+	}
+	s.cmd.Wait()
+	res := testenv.Result{Output: append(s.out.Bytes(), s.errs.Bytes()...), Exit: -1}
+	if ps := s.cmd.ProcessState; ps != nil {
+		ws := ps.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Exited():
+			res.Exit = ws.ExitStatus()
+		case ws.Signaled():
+			res.Exit = 128 + int(ws.Signal())
+		}
+	}
+	res.TimedOut = errors.Is(s.ctx.Err(), context.DeadlineExceeded)
+	if s.report != "" {
+		r.ReadReport(&res, s.report)
+	}
+	return res
 }
 
 var (

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,8 +13,13 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 )
 
-// worker runs one workload and prints how long it took. Arguments:
-// WORKLOAD DIR OPENS [landlock], or storm PATH NANOSECONDS, or now.
+// worker runs the workloads it is asked for and prints how long each took.
+// Arguments: serve DIR [landlock], or storm PATH NANOSECONDS, or now.
+//
+// serve reads lines "WORKLOAD OPENS" from its standard input until it ends,
+// runs each workload once, and answers each with a line elapsed_ns=N or
+// error=WHY: one process (and one agent-lock session) for all of a mode's
+// repetitions of a workload.
 func worker(args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(os.Stderr, "worker: no workload")
@@ -25,18 +31,20 @@ func worker(args []string) int {
 		return 0
 	case "storm":
 		return storm(args[1:])
+	case "serve":
+		return serve(args[1:])
 	}
-	if len(args) < 3 {
-		fmt.Fprintln(os.Stderr, "worker: WORKLOAD DIR OPENS [landlock]")
+	fmt.Fprintf(os.Stderr, "worker: unknown command %q\n", args[0])
+	return 2
+}
+
+func serve(args []string) int {
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "worker: serve DIR [landlock]")
 		return 2
 	}
-	w, dir := args[0], args[1]
-	opens, err := strconv.Atoi(args[2])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		return 2
-	}
-	if len(args) > 3 && args[3] == "landlock" {
+	dir := args[0]
+	if len(args) > 1 && args[1] == "landlock" {
 		// The same grant as agent-lock's: the project read-write, the
 		// system read-only. Landlock is inherited by git, sh and cc.
 		err := landlock.V5.BestEffort().RestrictPaths(
@@ -49,12 +57,21 @@ func worker(args []string) int {
 			return 1
 		}
 	}
-	start := time.Now()
-	if err := workload(w, dir, opens); err != nil {
-		fmt.Fprintf(os.Stderr, "worker: %s: %v\n", w, err)
-		return 1
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var w string
+		var opens int
+		if _, err := fmt.Sscan(in.Text(), &w, &opens); err != nil {
+			fmt.Printf("error=%q: %v\n", in.Text(), err)
+			continue
+		}
+		start := time.Now()
+		if err := workload(w, dir, opens); err != nil {
+			fmt.Printf("error=%s: %s\n", w, strings.ReplaceAll(err.Error(), "\n", " | "))
+			continue
+		}
+		fmt.Printf("elapsed_ns=%d\n", time.Since(start).Nanoseconds())
 	}
-	fmt.Printf("elapsed_ns=%d\n", time.Since(start).Nanoseconds())
 	return 0
 }
 
