@@ -128,39 +128,67 @@ func run() int {
 	fmt.Printf("bench: kernel %s, %d files, %d opens, %d C files, %d repetitions\n", kernel, c.files, c.opens, c.cfiles, c.repeat)
 	fmt.Printf("%-12s %-10s %10s %10s %10s %8s  %s\n", "workload", "mode", "min", "median", "max", "ratio", "target")
 	failed := false
+	var sel []string
 	for _, w := range workloads {
-		if !re.MatchString(w) {
-			continue
+		if re.MatchString(w) {
+			sel = append(sel, w)
 		}
-		times := map[string][]time.Duration{}
-		hooks := map[string]*hookRun{}
-		for _, mode := range modes {
-			ts, hr, err := b.measure(ctx, mode, w)
+	}
+	times := map[string]map[string][]time.Duration{}
+	for _, w := range sel {
+		times[w] = map[string][]time.Duration{}
+	}
+	if len(sel) > 0 {
+		// The first session would pay alone for the caches the others find
+		// warm (the compiler's pages and headers, the repository's index,
+		// the emulator's translations): one round first, not counted.
+		if err := b.round(ctx, modes[0], sel, nil); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: warm-up: %v\n", err)
+			failed = true
+		}
+	}
+	// Rounds: each mode's session runs every workload once, the modes take
+	// turns, in reverse order every other round, so that a drift in the
+	// machine's speed reaches every mode alike.
+	for r := range c.repeat {
+		order := slices.Clone(modes)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, mode := range order {
+			err := b.round(ctx, mode, sel, func(w string, d time.Duration) {
+				times[w][mode] = append(times[w][mode], d)
+			})
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "bench: %s %s: %v\n", w, mode, err)
+				fmt.Fprintf(os.Stderr, "bench: %s: %v\n", mode, err)
 				failed = true
-				continue
 			}
-			times[mode], hooks[mode] = ts, hr
 		}
-		base := median(times["unjailed"])
+		fmt.Printf("bench: round %d of %d done at %v\n", r+1, c.repeat, time.Since(began).Round(time.Second))
+	}
+	var hooks map[string]map[string]*hookRun
+	if len(sel) > 0 {
+		hooks = b.hooks(ctx, sel)
+	}
+	for _, w := range sel {
+		base := median(times[w]["unjailed"])
 		for _, mode := range modes {
-			ts := times[mode]
+			ts := times[w][mode]
 			if len(ts) == 0 || base == 0 {
 				continue
 			}
 			ratio := float64(median(ts)) / float64(base)
 			verdict := ""
 			if mode == "agent-lock" {
-				verdict = target(ratio, times["landlock"], median(ts))
+				verdict = target(ratio, times[w]["landlock"], median(ts))
 			}
 			fmt.Printf("%-12s %-10s %10s %10s %10s %7.2fx  %s\n", w, mode, round(slices.Min(ts)), round(median(ts)), round(slices.Max(ts)), ratio, verdict)
 			fmt.Printf("BENCH kernel=%s workload=%s mode=%s n=%d min_ns=%d median_ns=%d max_ns=%d ratio=%.3f\n",
 				kernel, w, mode, len(ts), slices.Min(ts), median(ts), slices.Max(ts), ratio)
 		}
 		for _, mode := range modes {
-			if hooks[mode] != nil {
-				printHooks(kernel, w, mode, hooks[mode])
+			if hr := hooks[w][mode]; hr != nil {
+				printHooks(kernel, w, mode, hr)
 			}
 		}
 	}
@@ -268,68 +296,104 @@ type hookRun struct {
 	hooks []testenv.Hook
 }
 
-// measure runs workload w c.repeat times in one mode, in one worker (one
-// agent-lock session for the jailed modes: its start, seconds under
-// emulation, would otherwise be most of the suite's time), and returns the
-// times the worker measured. A jailed mode then runs it once more with the
-// kernel's BPF statistics on (they cost two clock reads a program run, so
-// the timed runs go without); the kernel counts only while they are on,
-// so agent-lock's summary lists that run's programs alone.
+// round runs each workload of sel once in one mode, in one worker (for the
+// jailed modes, one agent-lock session: its start, seconds under
+// emulation, would otherwise be most of the suite's time), and passes on
+// the times the worker measured.
 //
 // Only one mode's worker lives at a time: a session's programs run for
 // every process of the machine (and return at once for those outside its
 // cell), so a session left open would slow the others' runs.
-func (b *bench) measure(ctx context.Context, mode, w string) ([]time.Duration, *hookRun, error) {
+func (b *bench) round(ctx context.Context, mode string, sel []string, got func(w string, d time.Duration)) error {
 	s, err := b.serve(ctx, mode)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	jailed := mode == "agent-lock" || mode == "file_open"
-	var ts []time.Duration
-	var hr *hookRun
-	if mode == modes[0] {
-		// The first mode of a workload would pay alone for the caches the
-		// others find warm (the compiler's pages and headers, the
-		// repository's index): one run first, not counted.
-		s.run(w, b.c.opens)
-	}
-	for range b.c.repeat {
+	for _, w := range sel {
 		d, err := s.run(w, b.c.opens)
 		if err != nil {
 			break
 		}
-		ts = append(ts, d)
+		if got != nil {
+			got(w, d)
+		}
 	}
-	if len(ts) == b.c.repeat && jailed {
-		if stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err != nil {
-			fmt.Printf("hooks: %s: no BPF statistics here: %v\n", w, err)
-		} else {
+	return s.end(b.r, mode)
+}
+
+// hooks runs each workload once more in each jailed mode, untimed, with the
+// kernel's BPF statistics on (they cost two clock reads a program run, so
+// the timed runs go without), and says where the kernel's time went: each
+// program's runs and time during each workload, read from the kernel
+// before and after it (only one session's programs are loaded).
+func (b *bench) hooks(ctx context.Context, sel []string) map[string]map[string]*hookRun {
+	out := map[string]map[string]*hookRun{}
+	for _, w := range sel {
+		out[w] = map[string]*hookRun{}
+	}
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		fmt.Printf("hooks: no BPF statistics here: %v\n", err)
+		return out
+	}
+	defer stats.Close()
+	for _, mode := range []string{"agent-lock", "file_open"} {
+		s, err := b.serve(ctx, mode)
+		if err != nil {
+			fmt.Printf("hooks: %s: %v\n", mode, err)
+			continue
+		}
+		for _, w := range sel {
+			before := progStats()
 			d, err := s.run(w, b.c.opens)
-			stats.Close()
-			if err == nil {
-				hr = &hookRun{work: d}
+			if err != nil {
+				break
 			}
+			out[w][mode] = &hookRun{work: d, hooks: progStats().since(before)}
+		}
+		if err := s.end(b.r, mode); err != nil {
+			fmt.Printf("hooks: %s: %v\n", mode, err)
 		}
 	}
-	res := s.close(b.r)
-	if s.err != nil {
-		return nil, nil, fmt.Errorf("%v: %s", s.err, testenv.Tail(res.Output, 5))
-	}
-	if jailed {
-		if p := testenv.JailProblem(res); p != "" {
-			return nil, nil, fmt.Errorf("%s", p)
+	return out
+}
+
+// progs are the loaded BPF programs' statistics, by program ID.
+type progs map[ebpf.ProgramID]testenv.Hook
+
+func progStats() progs {
+	out := progs{}
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if err != nil {
+			return out
 		}
-		if len(res.Report.Escapes) > 0 {
-			return nil, nil, fmt.Errorf("the workload was refused something: %s", res.Report.Escapes[0].String())
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
 		}
-		if hr != nil && res.Report.Summary != nil {
-			hr.hooks = res.Report.Summary.Hooks
+		info, ierr := p.Info()
+		st, serr := p.Stats()
+		p.Close()
+		if ierr == nil && serr == nil {
+			out[id] = testenv.Hook{Name: info.Name, Runs: st.RunCount, NS: st.Runtime.Nanoseconds()}
 		}
 	}
-	if res.Exit != 0 || res.TimedOut {
-		return nil, nil, fmt.Errorf("exit %d (timed out: %v): %s", res.Exit, res.TimedOut, testenv.Tail(res.Output, 5))
+}
+
+// since is what each program ran from before to now: those that ran.
+func (now progs) since(before progs) []testenv.Hook {
+	var out []testenv.Hook
+	for id, h := range now {
+		h.Runs -= before[id].Runs
+		h.NS -= before[id].NS
+		if h.Runs > 0 {
+			out = append(out, h)
+		}
 	}
-	return ts, hr, nil
+	return out
 }
 
 // printHooks says where the kernel's time went in a jailed mode's run with
@@ -437,6 +501,29 @@ func (s *server) run(w string, opens int) (time.Duration, error) {
 	}
 	s.err = fmt.Errorf("the worker ended without an answer")
 	return 0, s.err
+}
+
+// end ends the worker and says what went wrong in its session, if
+// anything: a run that failed, agent-lock's own trouble, or a refusal (the
+// workloads stay inside the project: a refusal would be a bug, and the
+// time of a refused run measures nothing).
+func (s *server) end(r *testenv.Runner, mode string) error {
+	res := s.close(r)
+	if s.err != nil {
+		return fmt.Errorf("%v: %s", s.err, testenv.Tail(res.Output, 5))
+	}
+	if s.report != "" {
+		if p := testenv.JailProblem(res); p != "" {
+			return fmt.Errorf("%s", p)
+		}
+		if len(res.Report.Escapes) > 0 {
+			return fmt.Errorf("a workload was refused something: %s", res.Report.Escapes[0].String())
+		}
+	}
+	if res.Exit != 0 || res.TimedOut {
+		return fmt.Errorf("%s worker: exit %d (timed out: %v): %s", mode, res.Exit, res.TimedOut, testenv.Tail(res.Output, 5))
+	}
+	return nil
 }
 
 // close ends the worker (its input ends) and returns how it ended, with
