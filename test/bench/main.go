@@ -126,7 +126,7 @@ func run() int {
 	}
 	kernel := uname()
 	fmt.Printf("bench: kernel %s, %d files, %d opens, %d C files, %d repetitions\n", kernel, c.files, c.opens, c.cfiles, c.repeat)
-	fmt.Printf("%-12s %-10s %10s %10s %10s %8s  %s\n", "workload", "mode", "min", "median", "max", "ratio", "target")
+	fmt.Printf("%-12s %-10s %10s %10s %10s %8s %11s  %s\n", "workload", "mode", "min", "median", "max", "ratio", "by round", "target")
 	failed := false
 	var sel []string
 	for _, w := range workloads {
@@ -182,9 +182,11 @@ func run() int {
 			if mode == "agent-lock" {
 				verdict = target(ratio, times[w]["landlock"], median(ts))
 			}
-			fmt.Printf("%-12s %-10s %10s %10s %10s %7.2fx  %s\n", w, mode, round(slices.Min(ts)), round(median(ts)), round(slices.Max(ts)), ratio, verdict)
-			fmt.Printf("BENCH kernel=%s workload=%s mode=%s n=%d min_ns=%d median_ns=%d max_ns=%d ratio=%.3f\n",
-				kernel, w, mode, len(ts), slices.Min(ts), median(ts), slices.Max(ts), ratio)
+			lo, hi := roundRatios(ts, times[w]["unjailed"])
+			fmt.Printf("%-12s %-10s %10s %10s %10s %7.2fx %11s  %s\n", w, mode, round(slices.Min(ts)), round(median(ts)), round(slices.Max(ts)), ratio,
+				fmt.Sprintf("%.2f-%.2f", lo, hi), verdict)
+			fmt.Printf("BENCH kernel=%s workload=%s mode=%s n=%d min_ns=%d median_ns=%d max_ns=%d ratio=%.3f round_ratio_min=%.3f round_ratio_max=%.3f\n",
+				kernel, w, mode, len(ts), slices.Min(ts), median(ts), slices.Max(ts), ratio, lo, hi)
 		}
 		for _, mode := range modes {
 			if hr := hooks[w][mode]; hr != nil {
@@ -680,6 +682,22 @@ func target(ratio float64, landlock []time.Duration, own time.Duration) string {
 		return "met"
 	}
 	return "MISSED: " + strings.Join(missed, ", ")
+}
+
+// roundRatios are the lowest and highest of the ratios of ts to base
+// taken round by round (the runs of one round are minutes apart at most):
+// how far the ratio itself moves from run to run.
+func roundRatios(ts, base []time.Duration) (lo, hi float64) {
+	for i := range min(len(ts), len(base)) {
+		r := float64(ts[i]) / float64(base[i])
+		if i == 0 || r < lo {
+			lo = r
+		}
+		if i == 0 || r > hi {
+			hi = r
+		}
+	}
+	return lo, hi
 }
 
 func median(ts []time.Duration) time.Duration {
