@@ -2,7 +2,9 @@
 // run unjailed, under agent-lock, under agent-lock's file_open hook alone
 // (the one-hook reference design) and under a Landlock sandbox granting the
 // same directory, in one run, repeated, and printed as ratios
-// to unjailed with min/median/max. It also runs an escape storm (denied
+// to unjailed with min/median/max; the open-heavy workload also runs with
+// an empty BPF program on file_open (the cost of calling any program
+// there). It also runs an escape storm (denied
 // opens as fast as one process can make them: how many were reported, how
 // many lost) and measures agent-lock's start against starting the command
 // directly.
@@ -219,7 +221,12 @@ var (
 	// file_open: agent-lock's engine with only its file_open hook, the
 	// reference design's cost (what the other hooks add is agent-lock's
 	// ratio over it).
-	modes = []string{"unjailed", "agent-lock", "file_open", "landlock"}
+	//
+	// empty-hook: unjailed, with a BPF program that does nothing attached
+	// to file_open (emptyHook), on the workloads in emptyWorkloads: the
+	// cost of calling a program there, whatever it does.
+	modes          = []string{"unjailed", "agent-lock", "file_open", "empty-hook", "landlock"}
+	emptyWorkloads = []string{"open-read"}
 )
 
 type bench struct {
@@ -307,6 +314,17 @@ type hookRun struct {
 // every process of the machine (and return at once for those outside its
 // cell), so a session left open would slow the others' runs.
 func (b *bench) round(ctx context.Context, mode string, sel []string, got func(w string, d time.Duration)) error {
+	if mode == "empty-hook" {
+		sel = slices.DeleteFunc(slices.Clone(sel), func(w string) bool { return !slices.Contains(emptyWorkloads, w) })
+		if len(sel) == 0 {
+			return nil
+		}
+		detach, err := emptyHook()
+		if err != nil {
+			return err
+		}
+		defer detach()
+	}
 	s, err := b.serve(ctx, mode)
 	if err != nil {
 		return err
