@@ -127,6 +127,9 @@ type Jail struct {
 
 	// sealed are the rule roots the kernel sealed (no denial above).
 	sealed []string
+	// loadTime is how long the kernel took to load and verify the
+	// programs (and create the maps): most of agent-lock's start.
+	loadTime time.Duration
 
 	buf     []byte
 	lastLen int
@@ -272,7 +275,9 @@ func Load(cfg Config) (*Jail, error) {
 	for name, p := range spec.Programs {
 		sections[name] = p.SectionName
 	}
+	loading := time.Now()
 	coll, err := ebpf.NewCollection(spec)
+	loaded := time.Since(loading)
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -283,7 +288,7 @@ func Load(cfg Config) (*Jail, error) {
 		}
 		return nil, fmt.Errorf("load jail objects: %w", err)
 	}
-	j := &Jail{coll: coll, rules: map[uint32]string{}}
+	j := &Jail{coll: coll, rules: map[uint32]string{}, loadTime: loaded}
 	// Before anything attaches, like the rules: an entry that is not in
 	// the table is not protected, so a failed write stops here.
 	roots := []protectRoot{{entries: cfg.Protect}}
@@ -554,6 +559,9 @@ func (j *Jail) registerNamed(r Rule, id, slot uint32) error {
 // Sealed are the rule roots the kernel sealed: nothing above them is
 // denied, so walks up from a target end there.
 func (j *Jail) Sealed() []string { return slices.Clone(j.sealed) }
+
+// LoadTime is how long the kernel took to load and verify the programs.
+func (j *Jail) LoadTime() time.Duration { return j.loadTime }
 
 // LinkFiles returns duplicates of the attachment descriptors. Whoever holds
 // them keeps the programs attached; the reaper holds them so that the jail

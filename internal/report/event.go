@@ -47,6 +47,9 @@ type Start struct {
 	// WithheldEnv names the environment variables kept from the agent
 	// because they look like credentials (names only, never values).
 	WithheldEnv []string
+	// LoadTime is how long the kernel took to load and verify the
+	// engine's programs (the BPF engines; 0 for Landlock).
+	LoadTime time.Duration
 }
 
 // Event is one out-of-bounds operation as the kernel reported it, or (with

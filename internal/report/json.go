@@ -36,6 +36,7 @@ type jsonStart struct {
 	Withheld  []string   `json:"withheld_env,omitempty"`
 	Limits    []string   `json:"limits,omitempty"`
 	Profiles  []string   `json:"profiles,omitempty"`
+	LoadNS    int64      `json:"load_ns,omitempty"`
 }
 
 type jsonEvent struct {
@@ -161,6 +162,7 @@ func (j *jsonWriter) Start(s Start) error {
 		Withheld:  s.WithheldEnv,
 		Limits:    s.Limits,
 		Profiles:  s.Profiles,
+		LoadNS:    s.LoadTime.Nanoseconds(),
 	})
 }
 
@@ -390,6 +392,7 @@ func (js jsonStart) model() (Start, error) {
 	s.WithheldEnv = js.Withheld
 	s.Limits = js.Limits
 	s.Profiles = js.Profiles
+	s.LoadTime = time.Duration(js.LoadNS)
 	if s.TmpDir, err = raw("tmpdir", js.TmpDir, js.TmpDirB64); err != nil {
 		return Start{}, err
 	}

@@ -179,6 +179,15 @@ func (c *cell) engine() string {
 	return EngineBPF
 }
 
+// loadTime is how long the kernel took to load and verify the cell's
+// programs (0 under Landlock).
+func (c *cell) loadTime() time.Duration {
+	if c.jail == nil {
+		return 0
+	}
+	return c.jail.LoadTime()
+}
+
 // limits are the side doors this cell's engine leaves open.
 func (c *cell) limits() []string {
 	if c.ruleset != nil {

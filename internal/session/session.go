@@ -204,7 +204,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		Time: began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
 		Kernel: facts.Release, Engine: cell.engine(), Limits: cell.limits(), TmpDir: tmp, WithheldEnv: withheld,
-		Profiles: prof.Profiles,
+		Profiles: prof.Profiles, LoadTime: cell.loadTime(),
 	})
 
 	var status int

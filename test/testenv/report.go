@@ -33,6 +33,7 @@ type Record struct {
 	// start
 	Dir    string `json:"dir"`
 	TmpDir string `json:"tmpdir"`
+	LoadNS int64  `json:"load_ns"`
 
 	// summary
 	ExitCode *int   `json:"exit_code"`
