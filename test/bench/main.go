@@ -11,8 +11,8 @@
 //
 // Each workload times itself inside the worker process, so agent-lock's own
 // start (loading and verifying its programs) is not counted against the
-// work; start-up is measured on its own. One worker (one session) serves a
-// mode's repetitions of a workload; the modes take turns.
+// work; start-up is measured on its own. The modes take turns in rounds:
+// in each, one worker per mode (one session) runs every workload once.
 //
 // It rewrites the test user's home, so it runs in the test VMs (make bench)
 // or with -i-know-this-writes-to-home.
@@ -33,7 +33,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -67,9 +66,8 @@ func run() int {
 		cfiles    = flag.Int("cfiles", 0, "C files of the cc workload (default 16, smoke 3)")
 	)
 	// The defaults fit make bench's 20 minutes on the test bed: three
-	// kernels side by side on two emulated CPUs (TCG), where each compiler
-	// start costs about 0.4 s and each jailed run 4 s of agent-lock's
-	// start. Three repetitions give a median and a spread; more, and a
+	// kernels, two at a time, on two emulated CPUs (TCG), where each
+	// compiler start costs about 0.4 s and each agent-lock start 4 s. Three repetitions give a median and a spread; more, and a
 	// larger C build, where the machine allows (-repeat, -cfiles).
 	c := config{files: 20000, opens: 200000, cfiles: 16, repeat: 3, storm: 10 * time.Second}
 	flag.Parse()
@@ -456,30 +454,24 @@ type server struct {
 // Landlock sandbox it makes itself, or under agent-lock.
 func (b *bench) serve(ctx context.Context, mode string) (*server, error) {
 	s := &server{}
-	argv := []string{b.worker, "-worker", "serve", b.dir}
-	env := b.r.UserEnv(filepath.Join(b.r.User.Home, "tmp"))
-	asUser := true
+	p := testenv.Proc{
+		Argv:   []string{b.worker, "-worker", "serve", b.dir},
+		Dir:    b.dir,
+		Env:    b.r.UserEnv(filepath.Join(b.r.User.Home, "tmp")),
+		AsUser: true,
+	}
 	switch mode {
 	case "landlock":
-		argv = append(argv, "landlock")
+		p.Argv = append(p.Argv, "landlock")
 	case "agent-lock", "file_open":
 		s.report = b.r.NextReport()
-		argv = b.jailed(mode).JailArgv(b.dir, s.report, testenv.StartWrapper(argv))
-		env = b.r.RootEnv()
-		asUser = false // agent-lock drops to the user
+		p.Argv = b.jailed(mode).JailArgv(b.dir, s.report, testenv.StartWrapper(p.Argv))
+		p.Env = b.r.RootEnv()
+		p.AsUser = false // agent-lock drops to the user
 	}
 	s.ctx, s.cancel = context.WithTimeout(ctx, b.r.JailTimeout())
-	s.cmd = exec.CommandContext(s.ctx, argv[0], argv[1:]...)
-	s.cmd.Dir = b.dir
-	s.cmd.Env = env
+	s.cmd = b.r.Command(s.ctx, p)
 	s.cmd.Stderr = &s.errs
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if asUser {
-		u := b.r.User
-		s.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: u.Groups}
-	}
-	s.cmd.Cancel = func() error { return syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) }
-	s.cmd.WaitDelay = 2 * time.Second
 	var err error
 	if s.in, err = s.cmd.StdinPipe(); err != nil {
 		s.cancel()
@@ -557,13 +549,7 @@ func (s *server) close(r *testenv.Runner) testenv.Result {
 	s.cmd.Wait()
 	res := testenv.Result{Output: append(s.out.Bytes(), s.errs.Bytes()...), Exit: -1}
 	if ps := s.cmd.ProcessState; ps != nil {
-		ws := ps.Sys().(syscall.WaitStatus)
-		switch {
-		case ws.Exited():
-			res.Exit = ws.ExitStatus()
-		case ws.Signaled():
-			res.Exit = 128 + int(ws.Signal())
-		}
+		res.Exit = testenv.ExitStatus(ps)
 	}
 	res.TimedOut = errors.Is(s.ctx.Err(), context.DeadlineExceeded)
 	if s.report != "" {

@@ -169,11 +169,36 @@ func (r *Runner) Run(ctx context.Context, p Proc) Result {
 	defer cancel()
 
 	var out bytes.Buffer
+	cmd := r.Command(ctx, p)
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+
+	start := time.Now()
+	err := cmd.Run()
+	res := Result{Output: out.Bytes(), Elapsed: time.Since(start), Exit: -1}
+	if ctx.Err() == context.DeadlineExceeded {
+		res.TimedOut = true
+	}
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			res.MaxRSS = ru.Maxrss * 1024
+		}
+		res.Exit = ExitStatus(cmd.ProcessState)
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		res.Err = err
+	}
+	return res
+}
+
+// Command is p as a command in its own process group, killed with the
+// group when ctx ends, for callers that talk to it while it runs (Run
+// waits for it). Its standard input is p.Stdin; the rest is the caller's.
+func (r *Runner) Command(ctx context.Context, p Proc) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.Argv[0], p.Argv[1:]...)
 	cmd.Dir = p.Dir
 	cmd.Env = p.Env
-	cmd.Stdout = &out
-	cmd.Stderr = &out
 	if p.Stdin != nil {
 		cmd.Stdin = p.Stdin
 	}
@@ -197,30 +222,20 @@ func (r *Runner) Run(ctx context.Context, p Proc) Result {
 	// A process left behind that still holds the output pipe must not
 	// hold up the suite; survivors are the caller's business.
 	cmd.WaitDelay = 2 * time.Second
+	return cmd
+}
 
-	start := time.Now()
-	err := cmd.Run()
-	res := Result{Output: out.Bytes(), Elapsed: time.Since(start), Exit: -1}
-	if ctx.Err() == context.DeadlineExceeded {
-		res.TimedOut = true
+// ExitStatus is how a process ended as Result.Exit says it: its exit
+// status, 128+N when killed by signal N, -1 otherwise.
+func ExitStatus(ps *os.ProcessState) int {
+	ws := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Exited():
+		return ws.ExitStatus()
+	case ws.Signaled():
+		return 128 + int(ws.Signal())
 	}
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			res.MaxRSS = ru.Maxrss * 1024
-		}
-		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		switch {
-		case ws.Exited():
-			res.Exit = ws.ExitStatus()
-		case ws.Signaled():
-			res.Exit = 128 + int(ws.Signal())
-		}
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
-		res.Err = err
-	}
-	return res
+	return -1
 }
 
 // Tail returns the last n lines of out, for messages.
