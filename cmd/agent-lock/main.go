@@ -13,7 +13,10 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	// SIGHUP is the terminal closing: the session ends as on SIGTERM (the
+	// agent stopped, the recording closed with its summary), never waits
+	// for a key that cannot come.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -1,27 +1,40 @@
 // Package asuser does file-system work in a user's folders on the user's
 // behalf. agent-lock runs as root, and those folders are the user's: a root
 // process creating files by path there would follow whatever symlinks the
-// user planted (into /etc, say) and hand the result to the user. With the
-// thread's file-system ids switched to the user, the kernel checks every
-// step as it would for the user, and root's file capabilities are dropped.
+// user (or an agent of theirs, in an earlier session) planted, into /etc
+// say, and hand the result to the user. With the thread's file-system ids
+// and groups switched to the user's, the kernel checks every step as it
+// would for the user, and root's file capabilities are dropped: whatever
+// agent-lock makes, opens or removes for the user, the user could have.
 package asuser
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sys/unix"
 )
 
-// Do runs fn on a thread acting as uid and gid for file-system access.
-// The thread is never handed back: it exits with the goroutine, whatever
-// ids it was left with.
-func Do(uid, gid uint32, fn func() error) error {
+// ID is whom the work is done as: a user, their primary group and their
+// supplementary groups (a file open to one of those groups is the user's
+// to open; one open only to root's groups is not).
+type ID struct {
+	UID, GID uint32
+	Groups   []uint32
+}
+
+// Do runs fn on a thread acting as id for file-system access. The thread
+// is never handed back: it exits with the goroutine, whatever ids it was
+// left with.
+func Do(id ID, fn func() error) error {
 	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := setfsids(uid, gid); err != nil {
+		if err := become(id); err != nil {
 			ch <- err
 			return
 		}
@@ -30,21 +43,135 @@ func Do(uid, gid uint32, fn func() error) error {
 	return <-ch
 }
 
-// MkdirAll makes path and its missing parents (0700) as uid and gid.
-func MkdirAll(path string, uid, gid uint32) error {
-	return Do(uid, gid, func() error { return os.MkdirAll(path, 0o700) })
+// MkdirAll makes path and its missing parents (0700) as id.
+func MkdirAll(id ID, path string) error {
+	return Do(id, func() error { return os.MkdirAll(path, 0o700) })
 }
 
-// setfsids switches the calling thread's file-system ids. setfsuid reports
-// no errors, only the previous id, so a second call confirms the first.
-func setfsids(uid, gid uint32) error {
-	unix.Setfsgid(int(gid))
-	if prev, _ := unix.SetfsgidRetGid(-1); prev != int(gid) {
-		return fmt.Errorf("could not act as group %d", gid)
+// MkdirTemp makes a new folder (0700) named pattern's prefix and a random
+// suffix in dir, as id (os.MkdirTemp's pattern).
+func MkdirTemp(id ID, dir, pattern string) (string, error) {
+	var made string
+	err := Do(id, func() error {
+		var err error
+		made, err = os.MkdirTemp(dir, pattern)
+		return err
+	})
+	return made, err
+}
+
+// RemoveAll removes path and what it holds, as id: what the user could not
+// remove stays. os.RemoveAll opens each folder relative to its parent
+// without following symlinks, so a link swapped in while it runs leads it
+// nowhere.
+func RemoveAll(id ID, path string) error {
+	return Do(id, func() error { return os.RemoveAll(path) })
+}
+
+// OpenFile opens path as id with flag (O_NOFOLLOW and O_CLOEXEC are always
+// added: a symlink as the last component is refused, not followed) and
+// perm for a file it creates.
+func OpenFile(id ID, path string, flag int, perm uint32) (*os.File, error) {
+	return open(id, path, flag|unix.O_NOFOLLOW, perm)
+}
+
+func open(id ID, path string, flag int, perm uint32) (*os.File, error) {
+	var f *os.File
+	err := Do(id, func() error {
+		fd, err := unix.Open(path, flag|unix.O_CLOEXEC, perm)
+		if err != nil {
+			return &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		f = os.NewFile(uintptr(fd), path)
+		return nil
+	})
+	return f, err
+}
+
+// ErrTooLarge is ReadFile's answer for a file longer than its limit.
+var ErrTooLarge = errors.New("file too large")
+
+// ReadFile reads a regular file of at most limit bytes as id. Symlinks
+// are followed as the user would follow them: they lead only where the
+// user may read. Anything but a regular file (a FIFO would block, a device
+// never end) is an error.
+func ReadFile(id ID, path string, limit int64) ([]byte, error) {
+	f, err := open(id, path, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
 	}
-	unix.Setfsuid(int(uid))
-	if prev, _ := unix.SetfsuidRetUid(-1); prev != int(uid) {
-		return fmt.Errorf("could not act as user %d", uid)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+	}
+	if st.Size() > limit {
+		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%d bytes, at most %d)", ErrTooLarge, st.Size(), limit)}
+	}
+	b := make([]byte, st.Size())
+	n, err := f.ReadAt(b, 0)
+	if err != nil && n != len(b) {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Replace writes what r holds to a new file beside path and renames it
+// over path, as id: whatever was at path (a file, a symlink, a hard link
+// to something else) is replaced as an entry, never written through.
+func Replace(id ID, path string, r io.Reader, perm uint32) error {
+	return Do(id, func() error {
+		tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+		if err != nil {
+			return err
+		}
+		_, werr := io.Copy(tmp, r)
+		if err := tmp.Chmod(os.FileMode(perm)); werr == nil {
+			werr = err
+		}
+		if err := tmp.Close(); werr == nil {
+			werr = err
+		}
+		if werr == nil {
+			werr = os.Rename(tmp.Name(), path)
+		}
+		if werr != nil {
+			os.Remove(tmp.Name())
+		}
+		return werr
+	})
+}
+
+// become switches the calling thread's file-system ids and groups.
+// setfsuid reports no errors, only the previous id, so a second call
+// confirms the first. The raw setgroups system call changes this thread
+// only (the C library's, and Go's syscall package, change every thread).
+func become(id ID) error {
+	if os.Geteuid() != 0 {
+		// Not root: the work is done as this process's own user anyway,
+		// and no ids can be switched.
+		if uint32(os.Geteuid()) != id.UID {
+			return fmt.Errorf("cannot act as user %d without root", id.UID)
+		}
+		return nil
+	}
+	groups := make([]int, len(id.Groups))
+	for i, g := range id.Groups {
+		groups[i] = int(g)
+	}
+	if err := unix.Setgroups(groups); err != nil {
+		return fmt.Errorf("could not act as the groups of user %d: %w", id.UID, err)
+	}
+	unix.Setfsgid(int(id.GID))
+	if prev, _ := unix.SetfsgidRetGid(-1); prev != int(id.GID) {
+		return fmt.Errorf("could not act as group %d", id.GID)
+	}
+	unix.Setfsuid(int(id.UID))
+	if prev, _ := unix.SetfsuidRetUid(-1); prev != int(id.UID) {
+		return fmt.Errorf("could not act as user %d", id.UID)
 	}
 	return nil
 }

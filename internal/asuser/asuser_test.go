@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -34,7 +35,7 @@ func TestMkdirAllActsAsTheUser(t *testing.T) {
 	os.Lchown(filepath.Join(home, "link"), uid, gid)
 
 	made := filepath.Join(home, ".local/share/opencode")
-	if err := MkdirAll(made, uid, gid); err != nil {
+	if err := MkdirAll(ID{UID: uid, GID: gid}, made); err != nil {
 		t.Fatal(err)
 	}
 	for p := made; p != home; p = filepath.Dir(p) {
@@ -48,11 +49,131 @@ func TestMkdirAllActsAsTheUser(t *testing.T) {
 		}
 	}
 	for _, p := range []string{filepath.Join(locked, "x"), filepath.Join(home, "link", "cron.d")} {
-		if err := MkdirAll(p, uid, gid); !errors.Is(err, os.ErrPermission) {
+		if err := MkdirAll(ID{UID: uid, GID: gid}, p); !errors.Is(err, os.ErrPermission) {
 			t.Errorf("MkdirAll(%s) = %v, want permission denied", p, err)
 		}
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s was made", p)
 		}
+	}
+}
+
+// rootTree is a folder the test user can reach (t.TempDir's parent is
+// private to root), owned by root.
+func rootTree(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another user")
+	}
+	root := t.TempDir()
+	os.Chmod(filepath.Dir(root), 0o755)
+	os.Chmod(root, 0o755)
+	return root
+}
+
+// TestOpenFileActsAsTheUserWithTheirGroups: a file open to one of the
+// user's groups opens; one open only to root's group does not, although
+// the thread started as root; a symlink at the end is refused, not followed.
+func TestOpenFileActsAsTheUserWithTheirGroups(t *testing.T) {
+	root := rootTree(t)
+	const uid, gid, group = 4242, 4242, 4343
+	id := ID{UID: uid, GID: gid, Groups: []uint32{gid, group}}
+	mine := filepath.Join(root, "group-file")
+	roots := filepath.Join(root, "root-group-file")
+	for _, f := range []struct {
+		path string
+		gid  int
+	}{{mine, group}, {roots, 0}} {
+		os.WriteFile(f.path, []byte("x"), 0o660)
+		os.Chmod(f.path, 0o660) // past the umask
+		os.Chown(f.path, 0, f.gid)
+	}
+	if f, err := OpenFile(id, mine, os.O_WRONLY, 0); err != nil {
+		t.Errorf("a file writable by the user's group %d: %v", group, err)
+	} else {
+		f.Close()
+	}
+	if f, err := OpenFile(id, roots, os.O_WRONLY, 0); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("a file writable by root's group only: %v, want permission denied", err)
+		if f != nil {
+			f.Close()
+		}
+	}
+	link := filepath.Join(root, "link")
+	os.Symlink(mine, link)
+	if f, err := OpenFile(id, link, os.O_WRONLY, 0); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("a symlink: %v, want ELOOP", err)
+		if f != nil {
+			f.Close()
+		}
+	}
+	if b, err := ReadFile(id, link, 10); err != nil || string(b) != "x" {
+		t.Errorf("ReadFile through a symlink to a file of the user's group: %q %v", b, err)
+	}
+	os.Chmod(roots, 0o600)
+	rootLink := filepath.Join(root, "root-link")
+	os.Symlink(roots, rootLink)
+	if _, err := ReadFile(id, rootLink, 10); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("ReadFile through a symlink to root's file: %v, want permission denied", err)
+	}
+	if b, err := ReadFile(id, mine, 10); err != nil || string(b) != "x" {
+		t.Errorf("ReadFile: %q %v", b, err)
+	}
+	if _, err := ReadFile(id, mine, 0); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("ReadFile over the limit: %v", err)
+	}
+	fifo := filepath.Join(root, "fifo")
+	syscall.Mkfifo(fifo, 0o666)
+	if _, err := ReadFile(id, fifo, 10); err == nil {
+		t.Error("ReadFile read a FIFO")
+	}
+}
+
+// TestReplaceNeverWritesThrough: what stands at the path, a symlink or a
+// hard link to another file, is replaced as an entry; its target keeps its
+// contents. And the user's own folder is needed: a root folder refuses.
+func TestReplaceNeverWritesThrough(t *testing.T) {
+	root := rootTree(t)
+	const uid, gid = 4242, 4242
+	id := ID{UID: uid, GID: gid}
+	dir := filepath.Join(root, "user")
+	os.Mkdir(dir, 0o755)
+	os.Chown(dir, uid, gid)
+	target := filepath.Join(dir, "bashrc")
+	os.WriteFile(target, []byte("keep"), 0o644)
+	os.Chown(target, uid, gid)
+	for _, plant := range []func(string) error{
+		func(p string) error { return os.Symlink(target, p) },
+		func(p string) error { return os.Link(target, p) },
+	} {
+		p := filepath.Join(dir, "report.json")
+		os.Remove(p)
+		if err := plant(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := Replace(id, p, strings.NewReader("report"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(target); string(b) != "keep" {
+			t.Errorf("the planted link's target now holds %q", b)
+		}
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != uid {
+			t.Errorf("%s after Replace: %v %v", p, fi, err)
+		}
+	}
+	if err := Replace(id, filepath.Join(root, "x"), strings.NewReader("r"), 0o600); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("Replace in root's folder: %v, want permission denied", err)
+	}
+	// RemoveAll as the user leaves what the user could not remove.
+	sub := filepath.Join(dir, "tree")
+	os.Mkdir(sub, 0o755)
+	os.Chown(sub, 0, 0)
+	os.WriteFile(filepath.Join(sub, "roots"), nil, 0o644)
+	if err := RemoveAll(id, sub); err == nil {
+		t.Error("RemoveAll removed a root folder's contents as the user")
+	}
+	if _, err := os.Stat(filepath.Join(sub, "roots")); err != nil {
+		t.Errorf("root's file in the tree: %v", err)
 	}
 }

@@ -32,6 +32,7 @@ Usage:
   agent-lock replay [--fast] FILE
   agent-lock profiles
   agent-lock policy [flags] [DIR] [-- COMMAND]
+  agent-lock trust [DIR]
   agent-lock version
 
 DIR defaults to the current directory; COMMAND to your login shell. The agent
@@ -72,6 +73,8 @@ Flags:
                      omp, node, python; none for no profile); agent-lock
                      profiles lists what each grants
   --allow-root       allow running the agent as root
+  --allow-home       allow DIR to be your home or a folder holding it (the
+                     agent then reaches all of it but your secrets)
   --env NAME         pass this variable although it looks like a secret
                      (repeatable); variables named like credentials
                      (*_TOKEN, *_SECRET, *_KEY, *_PASSWORD, AWS_*, ...) are
@@ -79,8 +82,9 @@ Flags:
 
 Settings can also live in policy files (TOML, the flags' names as keys):
 ~/.config/agent-lock/policy.toml, then DIR/.agent-lock.toml, then the
-flags. A project's file may only deny, unless your own file lists the
-project in trusted-projects. agent-lock policy prints the effective cell.
+flags. A project's file may only deny, unless you trusted it as it is
+(agent-lock trust DIR; a file changed since is refused, with what changed).
+agent-lock policy prints the effective cell.
 
 On a terminal the dashboard owns it and the agent's output goes to a log;
 q stops the agent. Every session is recorded (JSON lines) in
@@ -108,6 +112,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return profiles(args[1:], stdout, stderr)
 		case "policy":
 			return policyCmd(args[1:], stdout, stderr)
+		case "trust":
+			return trust(args[1:], stdout, stderr)
 		case landlock.ExecArg:
 			// The cell's first process, about to become the agent: it
 			// must never run the agent unconfined, so any failure ends it.
@@ -145,6 +151,7 @@ type options struct {
 	audit      bool
 	headless   bool
 	allowRoot  bool
+	allowHome  bool
 	allowUnix  []string
 	passEnv    []string
 	allow      []string
@@ -187,6 +194,7 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.audit, "audit", false, "")
 	fs.BoolVar(&o.headless, "headless", false, "")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "")
+	fs.BoolVar(&o.allowHome, "allow-home", false, "")
 	fs.StringVar(&o.reportPath, "report", "", "")
 	fs.StringVar(&o.format, "format", "", "")
 	fs.StringVar(&o.engine, "engine", "", "")
@@ -253,20 +261,6 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("--format %q: use json or text", o.format)
 	}
 	return o, nil
-}
-
-// openReport creates the report file for the invoking user, not for root.
-func openReport(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("--report %s: %w", path, err)
-	}
-	var uid, gid int
-	if _, err := fmt.Sscan(os.Getenv("SUDO_UID"), &uid); err == nil {
-		fmt.Sscan(os.Getenv("SUDO_GID"), &gid)
-		f.Chown(uid, gid)
-	}
-	return f, nil
 }
 
 func isTerminal(w io.Writer) bool {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/session"
@@ -18,22 +19,22 @@ import (
 // lists in file order before the flags', single settings from the flags
 // first, then the project's file, then the user's. It returns the files
 // read. A project's file that widens the cell is an error unless the
-// user's own file trusts that project: the file came with the repository,
-// and whoever wrote it does not decide what the agent may reach.
-func applyPolicyFiles(o *options, home, dir string) ([]string, error) {
-	homeFile, err := policy.LoadFile(filepath.Join(home, policy.HomeFile), home, "")
+// user's own file trusts that file as it is now (agent-lock trust): the
+// file came with the repository, and whoever wrote it (or an agent that
+// changed it in an earlier session) does not decide what the agent may
+// reach. Both files are read as id, the user.
+func applyPolicyFiles(o *options, id asuser.ID, home, dir string) ([]string, error) {
+	homeFile, err := loadPolicy(id, filepath.Join(home, policy.HomeFile), home, "")
 	if err != nil {
 		return nil, err
 	}
-	projFile, err := policy.LoadFile(filepath.Join(dir, policy.PolicyFile), home, dir)
+	projFile, err := loadPolicy(id, filepath.Join(dir, policy.PolicyFile), home, dir)
 	if err != nil {
 		return nil, err
 	}
 	if projFile != nil {
-		if key, line := projFile.Widens(); key != "" && (homeFile == nil || !homeFile.Trusts(dir)) {
-			return nil, &policy.FileError{Path: projFile.Path, Line: line, Key: key, Msg: fmt.Sprintf(
-				"a project's policy file may only deny: it came with the project, and would widen the cell; "+
-					"trust the project in ~/%s (trusted-projects = [%q]) or pass the setting as a flag", policy.HomeFile, dir)}
+		if err := checkTrust(id, homeFile, projFile, home, dir); err != nil {
+			return nil, err
 		}
 	}
 	var used []string
@@ -95,7 +96,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	files, err := applyPolicyFiles(&o, agent.Home, dir)
+	files, err := applyPolicyFiles(&o, agent.ID(), agent.Home, dir)
 	if err != nil {
 		return fail(err)
 	}

@@ -8,9 +8,11 @@ import (
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/session"
 )
 
 func TestApplyPolicyFiles(t *testing.T) {
+	id := caller()
 	home, dir := t.TempDir(), t.TempDir()
 	dir, _ = filepath.EvalSymlinks(dir)
 	for _, d := range []string{"ref", "cache", ".config/agent-lock"} {
@@ -24,7 +26,7 @@ func TestApplyPolicyFiles(t *testing.T) {
 	// A project's file that only denies is taken; flags win over files.
 	os.WriteFile(projFile, []byte("deny = [\"data\"]\n"), 0o644)
 	o := options{engine: "bpf-lsm", allow: []string{"/flag"}}
-	used, err := applyPolicyFiles(&o, home, dir)
+	used, err := applyPolicyFiles(&o, id, home, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,21 +38,50 @@ func TestApplyPolicyFiles(t *testing.T) {
 		t.Errorf("merged %+v", o)
 	}
 	o = options{}
-	applyPolicyFiles(&o, home, dir)
+	applyPolicyFiles(&o, id, home, dir)
 	if o.engine != "landlock" {
 		t.Errorf("engine %q, want the user's file's", o.engine)
 	}
 
 	// A project's file that widens is refused, naming its line and key...
 	os.WriteFile(projFile, []byte("deny = [\"data\"]\n\nallow-write = [\"~/cache\"]\n"), 0o644)
-	_, err = applyPolicyFiles(&options{}, home, dir)
+	_, err = applyPolicyFiles(&options{}, id, home, dir)
 	if err == nil || !strings.HasPrefix(err.Error(), projFile+":3: allow-write: a project's policy file may only deny") {
 		t.Fatalf("widening project file: %v", err)
 	}
-	// ...unless the user's own file trusts the project.
-	os.WriteFile(userFile, []byte("trusted-projects = [\""+dir+"\"]\n"), 0o644)
+	if err == nil || !strings.Contains(err.Error(), "agent-lock trust "+dir) {
+		t.Errorf("the refusal does not say how to trust: %v", err)
+	}
+	// ...unless the user trusted the file as it is (agent-lock trust)...
+	os.WriteFile(userFile, []byte("# mine\n"), 0o644)
+	agent := session.Agent{UID: id.UID, GID: id.GID, Groups: id.Groups, Home: home}
+	var out strings.Builder
+	if err := trustFile(agent, dir, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "it widens the cell (first: allow-write, line 3)") {
+		t.Errorf("trust says %q", out.String())
+	}
+	if b, _ := os.ReadFile(userFile); !strings.HasPrefix(string(b), "# mine\n") || !strings.Contains(string(b), "[[trusted]]") {
+		t.Errorf("the user's file after trust:\n%s", b)
+	}
 	o = options{}
-	if _, err := applyPolicyFiles(&o, home, dir); err != nil || !slices.Equal(o.allowWrite, []string{filepath.Join(home, "cache")}) {
+	if _, err := applyPolicyFiles(&o, id, home, dir); err != nil || !slices.Equal(o.allowWrite, []string{filepath.Join(home, "cache")}) {
 		t.Errorf("trusted project: %v %+v", err, o)
+	}
+	// ...and not once it changed (an agent of an earlier session could
+	// have written it): refused, saying what changed.
+	os.WriteFile(projFile, []byte("deny = [\"data\"]\n\nallow-write = [\"~/cache\", \"~/ref\"]\n"), 0o644)
+	_, err = applyPolicyFiles(&options{}, id, home, dir)
+	if err == nil || !strings.Contains(err.Error(), "changed since you trusted it") ||
+		!strings.Contains(err.Error(), `allow-write: ["`+filepath.Join(home, "cache")+`"] -> ["`+filepath.Join(home, "cache")+`" "`+filepath.Join(home, "ref")+`"]`) {
+		t.Errorf("a changed trusted file: %v", err)
+	}
+	// Trusting it again takes the new content.
+	if err := trustFile(agent, dir, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := applyPolicyFiles(&options{}, id, home, dir); err != nil {
+		t.Errorf("trusted again: %v", err)
 	}
 }

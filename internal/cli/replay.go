@@ -11,6 +11,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/session"
@@ -43,7 +44,7 @@ func replay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return session.ExitFailed
 	}
 	path := fs.Arg(0)
-	recs, err := readRecording(path)
+	recs, err := readRecording(path, caller())
 	if err != nil {
 		fmt.Fprintf(stderr, "agent-lock replay: %v\n", err)
 		return session.ExitFailed
@@ -64,10 +65,10 @@ func replay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	return 0
 }
 
-// readRecording parses a whole report file; its errors name the file and,
-// through report.Read, the line.
-func readRecording(path string) ([]report.Record, error) {
-	f, err := os.Open(path)
+// readRecording parses a whole report file, read as id; its errors name
+// the file and, through report.Read, the line.
+func readRecording(path string, id asuser.ID) ([]report.Record, error) {
+	f, err := asuser.OpenFile(id, path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -95,4 +96,21 @@ func homeOf(recs []report.Record) string {
 		return u.HomeDir
 	}
 	return ""
+}
+
+// caller is whom agent-lock reads a user's files as: under sudo, the user
+// who ran it (root reading a path the user named would follow the user's
+// links with root's rights); otherwise whoever runs it.
+func caller() asuser.ID {
+	if os.Geteuid() == 0 && os.Getenv("SUDO_UID") != "" {
+		if a, err := session.InvokingUser(true); err == nil {
+			return a.ID()
+		}
+	}
+	groups, _ := os.Getgroups()
+	id := asuser.ID{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
+	for _, g := range groups {
+		id.Groups = append(id.Groups, uint32(g))
+	}
+	return id
 }

@@ -7,14 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/dashboard"
+	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/recording"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/session"
@@ -40,10 +42,10 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failed(err)
 	}
-	if _, err := applyPolicyFiles(&o, agent.Home, dir); err != nil {
+	if _, err := applyPolicyFiles(&o, agent.ID(), agent.Home, dir); err != nil {
 		return failed(err)
 	}
-	owner := recording.Owner{UID: agent.UID, GID: agent.GID}
+	owner := agent.ID()
 	recDir, err := recording.For(dir, agent.Home, stateHomeEnv(), owner)
 	if err != nil {
 		return failed(fmt.Errorf("recordings folder: %w", err))
@@ -65,26 +67,41 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	defer recFile.Close()
 	writers := []report.Writer{report.NewJSON(recFile)}
 
-	if o.reportPath != "" {
-		f, err := openReport(o.reportPath)
-		if err != nil {
-			return failed(err)
-		}
-		defer f.Close()
-		if o.format == "text" {
-			writers = append(writers, report.NewText(f))
-		} else {
-			writers = append(writers, report.NewJSON(f))
-		}
-	}
 	opts := session.Options{
-		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot,
+		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot, AllowHome: o.allowHome,
 		AllowUnix: o.allowUnix, Version: version(), PassEnv: o.passEnv, Engine: o.engine,
 		Allow: o.allow, AllowWrite: o.allowWrite, Unprotect: o.unprotect,
-		Profiles: o.profiles, DenyPatterns: o.denyPatterns,
-		// The recordings are what watch shows: a grant over them must
-		// not let the agent rewrite its own.
-		Deny: append(slices.Clone(o.deny), recDir),
+		Profiles: o.profiles, DenyPatterns: o.denyPatterns, Deny: o.deny,
+		// What watch shows and what trusts a project: an agent that could
+		// write them would forge its sessions or widen its next cell.
+		Private: []string{recDir, recording.Dir(agent.Home, stateHomeEnv()), filepath.Dir(filepath.Join(agent.Home, policy.HomeFile))},
+	}
+	if o.reportPath != "" {
+		// Where the agent may write decides where the report is kept
+		// while the session runs.
+		plan, err := session.MakePlan(opts, agent)
+		if err != nil {
+			discardIfEmpty(recFile)
+			return failed(err)
+		}
+		rep, err := openReport(o.reportPath, owner, plan.Policy.Writable, stagedReport(recDir, id, owner))
+		if err != nil {
+			discardIfEmpty(recFile)
+			return failed(err)
+		}
+		defer func() {
+			if err := rep.Close(); err != nil {
+				fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+			}
+		}()
+		if n := rep.Note(); n != "" {
+			fmt.Fprintf(stderr, "agent-lock: %s\n", n)
+		}
+		if o.format == "text" {
+			writers = append(writers, report.NewText(rep.Writer()))
+		} else {
+			writers = append(writers, report.NewJSON(rep.Writer()))
+		}
 	}
 
 	if o.headless || !isTerminal(stdout) || !isTerminal(os.Stdin) {
@@ -111,7 +128,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 // when the agent ends first, the dashboard stays until q so the user can
 // look. Either way the terminal is restored before the summary is printed.
 func runDashboard(ctx context.Context, opts session.Options, writers []report.Writer, recDir, id, recPath string,
-	agent session.Agent, owner recording.Owner, stdout, stderr io.Writer) int {
+	agent session.Agent, owner asuser.ID, stdout, stderr io.Writer) int {
 	logFile, err := recording.Create(recDir, id+".log", owner)
 	if err != nil {
 		fmt.Fprintf(stderr, "agent-lock: agent output log: %v\n", err)
@@ -158,10 +175,19 @@ func runDashboard(ctx context.Context, opts session.Options, writers []report.Wr
 			os.Remove(recPath)
 		}
 	} else {
-		fmt.Fprintln(stdout, dashboard.Summary(m.Board(), agent.Home))
-		if n := sink.Dropped(); n > 0 {
-			fmt.Fprintf(stdout, "(the dashboard skipped %d records under load; the recording has them all)\n", n)
+		// The recording's summary, not the screen's: the dashboard stopped
+		// taking records at q, the session's last moments (the agent's
+		// grace to end, the drain) are only in the recording.
+		board := m.Board()
+		if recs, err := readRecording(recPath, owner); err == nil {
+			board = dashboard.NewBoard(0)
+			for _, r := range recs {
+				board.Apply(r)
+			}
+		} else {
+			fmt.Fprintf(stderr, "agent-lock: the summary below is the dashboard's, the recording could not be read: %v\n", err)
 		}
+		fmt.Fprintln(stdout, dashboard.Summary(board, agent.Home))
 		fmt.Fprintf(stdout, "recording: %s (agent-lock replay %s)\nagent output: %s\n", recPath, recPath, logFile.Name())
 	}
 	if uiErr != nil && ctx.Err() == nil {

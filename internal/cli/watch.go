@@ -13,6 +13,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/recording"
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -49,24 +50,36 @@ func watch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		fmt.Fprintf(stderr, "agent-lock watch: %v\n", err)
 		return session.ExitFailed
 	}
-	var running []recording.Session
+	var unfinished, running []recording.Session
 	for _, d := range dirs {
-		r, err := recording.Running(d)
+		r, err := recording.Unfinished(d)
 		if err != nil {
 			fmt.Fprintf(stderr, "agent-lock watch: %s: %v\n", d, err)
 			return session.ExitFailed
 		}
-		running = append(running, r...)
+		unfinished = append(unfinished, r...)
+	}
+	for _, s := range unfinished {
+		if !s.Died {
+			running = append(running, s)
+		}
 	}
 	if *list {
-		if len(running) == 0 {
+		if len(unfinished) == 0 {
 			fmt.Fprintf(stdout, "no running sessions (looked in %s)\n", strings.Join(dirs, ", "))
 			return 0
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SESSION\tSTARTED\tMODE\tDIR\tAGENT")
-		for _, s := range running {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Start.Time.Local().Format(time.DateTime),
+		fmt.Fprintln(tw, "SESSION\tSTATE\tSTARTED\tMODE\tDIR\tAGENT")
+		for _, s := range unfinished {
+			// A session whose agent-lock was killed never gets its
+			// summary; it is over all the same (its cell was killed, or
+			// the next agent-lock run kills it).
+			state := "running"
+			if s.Died {
+				state = "ended (agent-lock was killed; no summary)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, state, s.Start.Time.Local().Format(time.DateTime),
 				s.Start.Mode, s.Start.Dir, strings.Join(s.Start.Agent, " "))
 		}
 		tw.Flush()
@@ -79,12 +92,12 @@ func watch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	// Open before touching the terminal: a session the caller may not read
 	// is refused with a message, not a blank dashboard.
-	f, err := os.Open(path)
+	f, err := asuser.OpenFile(caller(), path, os.O_RDONLY, 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "agent-lock watch: %v (only root and the user who started the session can watch it)\n", err)
 		return session.ExitFailed
 	}
-	f.Close()
+	defer f.Close()
 
 	home, _ := os.UserHomeDir()
 	if a, err := session.InvokingUser(true); err == nil && os.Getenv("SUDO_UID") != "" {
@@ -95,7 +108,7 @@ func watch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	defer cancel()
 	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(stdin), tea.WithOutput(stdout))
 	go func() {
-		err := recording.Follow(ctx, path, func(recs []report.Record) { p.Send(dashboard.RecordsMsg(recs)) })
+		err := recording.Follow(ctx, f, func(recs []report.Record) { p.Send(dashboard.RecordsMsg(recs)) })
 		if ctx.Err() == nil {
 			p.Send(dashboard.EndMsg{Err: err})
 		}

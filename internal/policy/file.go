@@ -1,11 +1,14 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -24,7 +27,10 @@ import (
 //	unprotect = [".vscode"]         # protected entries of DIR to lift
 //	allow-unix = ["/run/user/1000/ssh.sock"]
 //	env = ["GITHUB_TOKEN"]          # secret-looking variables to pass
-//	trusted-projects = ["~/src/app"] # the user's file only: see Trusted
+//
+//	[[trusted]]                     # the user's file only: see Trust
+//	project = "/home/me/src/app"
+//	sha256 = "9f86d0…"              # of that project's .agent-lock.toml
 type File struct {
 	Path       string   `toml:"-"`
 	Engine     string   `toml:"engine"`
@@ -37,13 +43,31 @@ type File struct {
 	Unprotect    []string `toml:"unprotect"`
 	AllowUnix    []string `toml:"allow-unix"`
 	Env          []string `toml:"env"`
-	// TrustedProjects are project directories whose own policy file may
-	// widen the cell. Without it a project's file (which came with the
-	// repository, from whoever wrote it) may only narrow: deny.
+	// Trusted are projects whose own policy file may widen the cell, as
+	// it was when the user trusted it (agent-lock trust). Without it a
+	// project's file (which came with the repository, from whoever wrote
+	// it, and which an agent in an earlier session may have changed) may
+	// only narrow: deny.
+	Trusted []Trust `toml:"trusted"`
+	// TrustedProjects is the old form, trust by path: an error now.
 	TrustedProjects []string `toml:"trusted-projects"`
 
 	text string
+	// Sum is the SHA-256 of the file's bytes, hex: what trust is given to.
+	Sum string `toml:"-"`
 }
+
+// Trust is the user's trust in one project's policy file: its content, by
+// hash, not its path (a path trusted once would trust whatever is written
+// there later).
+type Trust struct {
+	Project string `toml:"project"`
+	SHA256  string `toml:"sha256"`
+}
+
+// TrustedDir is where agent-lock trust keeps a copy of each file it
+// trusts, below the home, named by hash: to say what changed since.
+const TrustedDir = ".config/agent-lock/trusted"
 
 // HomeFile is the user's policy file, below their home.
 const HomeFile = ".config/agent-lock/policy.toml"
@@ -67,10 +91,11 @@ func (e *FileError) Error() string {
 	return fmt.Sprintf("%s: %s", where, e.Msg)
 }
 
+// MaxFileSize bounds a policy file: settings, not data.
+const MaxFileSize = 1 << 20
+
 // LoadFile reads a policy file; a file that does not exist is nil, nil.
-// Paths in it are expanded: ~/ against home, relative ones against base
-// (the project directory for a project's file; the user's file must name
-// absolute or ~/ paths). Every grant and denial must exist.
+// See Parse.
 func LoadFile(path, home, base string) (*File, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -79,7 +104,17 @@ func LoadFile(path, home, base string) (*File, error) {
 	if err != nil {
 		return nil, &FileError{Path: path, Msg: err.Error()}
 	}
-	f := &File{Path: path, text: string(b)}
+	return Parse(path, b, home, base)
+}
+
+// Parse reads the policy file at path whose bytes are b (read by the
+// caller, as whom it reads for). Paths in it are expanded: ~/ against
+// home, relative ones against base (the project directory for a project's
+// file; the user's file must name absolute or ~/ paths). Every grant and
+// denial must exist.
+func Parse(path string, b []byte, home, base string) (*File, error) {
+	sum := sha256.Sum256(b)
+	f := &File{Path: path, text: string(b), Sum: hex.EncodeToString(sum[:])}
 	md, err := toml.Decode(f.text, f)
 	if err != nil {
 		var pe toml.ParseError
@@ -98,7 +133,23 @@ func LoadFile(path, home, base string) (*File, error) {
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0].String()
 		return nil, &FileError{Path: path, Line: f.keyLine(k), Key: k,
-			Msg: "unknown key; the keys are engine, profiles, allow, allow-write, deny, unprotect, allow-unix, env, trusted-projects"}
+			Msg: "unknown key; the keys are engine, profiles, allow, allow-write, deny, unprotect, allow-unix, env, and [[trusted]] tables"}
+	}
+	if len(f.TrustedProjects) > 0 {
+		return nil, &FileError{Path: path, Line: f.keyLine("trusted-projects"), Key: "trusted-projects",
+			Msg: "trust is now given to a project's policy file as it is, not to its path (a path trusted once would trust " +
+				"whatever is written there later, by an agent too): remove this key and run `agent-lock trust DIR` for each project"}
+	}
+	for i, t := range f.Trusted {
+		if len(t.SHA256) != 64 || strings.Trim(t.SHA256, "0123456789abcdef") != "" {
+			return nil, &FileError{Path: path, Line: f.valueLine("sha256", t.SHA256), Key: "trusted.sha256",
+				Msg: fmt.Sprintf("%q: not a SHA-256 in hex; run `agent-lock trust DIR` to write the entry", t.SHA256)}
+		}
+		p, err := expand(t.Project, home, "")
+		if err != nil {
+			return nil, &FileError{Path: path, Line: f.valueLine("project", t.Project), Key: "trusted.project", Msg: fmt.Sprintf("%q: %v", t.Project, err)}
+		}
+		f.Trusted[i].Project = p
 	}
 	switch f.Engine {
 	case "", "auto", "bpf-lsm", "landlock":
@@ -120,7 +171,7 @@ func LoadFile(path, home, base string) (*File, error) {
 	for _, l := range []struct {
 		key  string
 		list []string
-	}{{"allow", f.Allow}, {"allow-write", f.AllowWrite}, {"deny", f.Deny}, {"allow-unix", f.AllowUnix}, {"trusted-projects", f.TrustedProjects}} {
+	}{{"allow", f.Allow}, {"allow-write", f.AllowWrite}, {"deny", f.Deny}, {"allow-unix", f.AllowUnix}} {
 		for i, p := range l.list {
 			if strings.ContainsAny(p, "*?[") {
 				return nil, &FileError{Path: path, Line: f.valueLine(l.key, p), Key: l.key, Msg: fmt.Sprintf("%q: a pattern is for deny only; name an existing file or folder", p)}
@@ -164,7 +215,7 @@ func (f *File) Widens() (key string, line int) {
 		set bool
 	}{{"allow", len(f.Allow) > 0}, {"allow-write", len(f.AllowWrite) > 0}, {"unprotect", len(f.Unprotect) > 0},
 		{"allow-unix", len(f.AllowUnix) > 0}, {"env", len(f.Env) > 0}, {"profiles", len(f.Profiles) > 0},
-		{"engine", f.Engine == "landlock"}, {"trusted-projects", len(f.TrustedProjects) > 0}} {
+		{"engine", f.Engine == "landlock"}, {"trusted", len(f.Trusted) > 0}} {
 		if w.set {
 			return w.key, f.keyLine(w.key)
 		}
@@ -172,21 +223,49 @@ func (f *File) Widens() (key string, line int) {
 	return "", 0
 }
 
-// Trusts reports whether the user's file f trusts the project dir.
-func (f *File) Trusts(dir string) bool {
-	for _, t := range f.TrustedProjects {
-		if r, err := filepath.EvalSymlinks(t); err == nil && r == dir {
-			return true
+// TrustFor returns the user's file f's trust in the project dir: the last
+// [[trusted]] entry for it (agent-lock trust appends, so a renewed trust
+// is the last), or false.
+func (f *File) TrustFor(dir string) (Trust, bool) {
+	var found Trust
+	ok := false
+	for _, t := range f.Trusted {
+		if r, err := filepath.EvalSymlinks(t.Project); err == nil && r == dir {
+			found, ok = t, true
 		}
 	}
-	return false
+	return found, ok
 }
 
-// keyLine finds the line where key (a top-level key, possibly dotted)
-// is set, or 0.
+// Changes lists the settings that differ between old and f, as
+// "key: old -> new", in the keys' order.
+func (f *File) Changes(old *File) []string {
+	var out []string
+	for _, k := range []struct {
+		key      string
+		was, now []string
+	}{
+		{"engine", []string{old.Engine}, []string{f.Engine}},
+		{"profiles", old.Profiles, f.Profiles},
+		{"allow", old.Allow, f.Allow},
+		{"allow-write", old.AllowWrite, f.AllowWrite},
+		{"deny", append(slices.Clone(old.Deny), old.DenyPatterns...), append(slices.Clone(f.Deny), f.DenyPatterns...)},
+		{"unprotect", old.Unprotect, f.Unprotect},
+		{"allow-unix", old.AllowUnix, f.AllowUnix},
+		{"env", old.Env, f.Env},
+	} {
+		if !slices.Equal(k.was, k.now) {
+			out = append(out, fmt.Sprintf("%s: %q -> %q", k.key, k.was, k.now))
+		}
+	}
+	return out
+}
+
+// keyLine finds the line where key (a top-level key, possibly dotted, or
+// a [[table]]) is set, or 0.
 func (f *File) keyLine(key string) int {
 	last := key[strings.LastIndexByte(key, '.')+1:]
-	re := regexp.MustCompile(`^\s*["']?` + regexp.QuoteMeta(last) + `["']?\s*=`)
+	re := regexp.MustCompile(`^\s*(\[\[\s*)?["']?` + regexp.QuoteMeta(last) + `["']?\s*(=|\]\])`)
 	for i, l := range strings.Split(f.text, "\n") {
 		if re.MatchString(l) {
 			return i + 1

@@ -74,20 +74,44 @@ env = ["GITHUB_TOKEN"]
 	}
 }
 
-func TestTrusts(t *testing.T) {
+func TestTrust(t *testing.T) {
 	home, proj := t.TempDir(), t.TempDir()
+	real, _ := filepath.EvalSymlinks(proj)
+	sum := strings.Repeat("ab", 32)
 	hp := filepath.Join(home, "p.toml")
-	os.WriteFile(hp, []byte("trusted-projects = [\""+proj+"\"]\n"), 0o644)
+	os.WriteFile(hp, []byte("[[trusted]]\nproject = \""+proj+"\"\nsha256 = \""+strings.Repeat("cd", 32)+"\"\n"+
+		"[[trusted]]\nproject = \""+proj+"\"\nsha256 = \""+sum+"\"\n"), 0o644)
 	f, err := LoadFile(hp, home, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	real, _ := filepath.EvalSymlinks(proj)
-	if !f.Trusts(real) || f.Trusts(home) {
-		t.Errorf("Trusts: %v %v", f.Trusts(real), f.Trusts(home))
+	if tr, ok := f.TrustFor(real); !ok || tr.SHA256 != sum {
+		t.Errorf("TrustFor: %+v %v, want the last entry", tr, ok)
+	}
+	if _, ok := f.TrustFor(home); ok {
+		t.Error("an untrusted folder is trusted")
 	}
 	narrow := &File{Deny: []string{"/x"}}
 	if k, _ := narrow.Widens(); k != "" {
 		t.Errorf("deny widens? %q", k)
+	}
+	// Trust by path, the old form, is refused with how to trust now.
+	os.WriteFile(hp, []byte("\ntrusted-projects = [\""+proj+"\"]\n"), 0o644)
+	if _, err := LoadFile(hp, home, ""); err == nil || !strings.Contains(err.Error(), ":2: trusted-projects:") ||
+		!strings.Contains(err.Error(), "agent-lock trust DIR") {
+		t.Errorf("trusted-projects: %v", err)
+	}
+	os.WriteFile(hp, []byte("[[trusted]]\nproject = \""+proj+"\"\nsha256 = \"nothex\"\n"), 0o644)
+	if _, err := LoadFile(hp, home, ""); err == nil || !strings.Contains(err.Error(), ":3: trusted.sha256:") {
+		t.Errorf("a bad hash: %v", err)
+	}
+	// The hash is of the bytes, and Changes says what differs.
+	a, _ := Parse("a", []byte("env = [\"A\"]\n"), home, proj)
+	b, _ := Parse("a", []byte("env = [\"A\", \"B\"]\n"), home, proj)
+	if a.Sum == b.Sum || len(a.Sum) != 64 {
+		t.Errorf("sums %s %s", a.Sum, b.Sum)
+	}
+	if c := b.Changes(a); len(c) != 1 || c[0] != `env: ["A"] -> ["A" "B"]` {
+		t.Errorf("Changes = %q", c)
 	}
 }

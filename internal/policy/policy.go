@@ -147,6 +147,29 @@ type Policy struct {
 	// DenyPatterns are names refused in DIR and in grants (--deny
 	// '*.pem'), on top of SecretPatterns.
 	DenyPatterns []string
+	// Private are agent-lock's own state, denied like Deny wherever they
+	// are: the recordings (what watch shows), the user's policy folder
+	// (what trusts a project), a report staged out of the agent's reach.
+	Private []string
+}
+
+// Writable reports whether the agent could change path, or make it: it
+// lies in DIR, the private TMPDIR or a read-write grant, or is a file
+// granted by name or one of its siblings (NAME.*). Denials are not
+// subtracted: the answer errs towards "writable". Paths are compared as
+// given; resolve them first.
+func (p Policy) Writable(path string) bool {
+	for _, root := range append([]string{p.Dir, p.TmpDir}, p.AllowWrite...) {
+		if root != "" && under(path, root) {
+			return true
+		}
+	}
+	for _, f := range p.Files {
+		if under(path, f) || (filepath.Dir(path) == filepath.Dir(f) && strings.HasPrefix(filepath.Base(path), filepath.Base(f)+".")) {
+			return true
+		}
+	}
+	return false
 }
 
 // Patterns are the name patterns the kernel refuses, and where.
@@ -267,6 +290,9 @@ func (p Policy) Denied() []Denial {
 	var out []Denial
 	for _, d := range p.Deny {
 		out = append(out, Denial{d, "--deny " + d})
+	}
+	for _, d := range p.Private {
+		out = append(out, Denial{d, "agent-lock's own " + d})
 	}
 	if p.Home != "" {
 		for _, s := range HomeSecrets {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,14 +42,11 @@ func Dir(home, xdgState string) string {
 	return filepath.Join(home, ".local", "state", "agent-lock")
 }
 
-// Owner is the user recordings belong to.
-type Owner struct{ UID, GID uint32 }
-
 // Create makes dir (and its parents, 0700) and a new file name in it (0600),
 // acting as owner (see asuser: the folder is the user's).
-func Create(dir, name string, owner Owner) (*os.File, error) {
+func Create(dir, name string, owner asuser.ID) (*os.File, error) {
 	var f *os.File
-	err := asuser.Do(owner.UID, owner.GID, func() error {
+	err := asuser.Do(owner, func() error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("folder: %w", err)
 		}
@@ -77,12 +75,22 @@ type Session struct {
 	Path  string
 	Start report.Start
 	Ended bool // it has its summary
+	// Died: it has no summary and the agent-lock that recorded it is
+	// gone (killed: SIGKILL gives it no chance to write one).
+	Died bool
 }
 
 // Running returns the recorded sessions in dir that have not ended and
-// whose agent is still alive, oldest first. Files that are not recordings
-// are ignored.
+// whose agent-lock is still alive, oldest first.
 func Running(dir string) ([]Session, error) {
+	all, err := Unfinished(dir)
+	return slices.DeleteFunc(all, func(s Session) bool { return s.Died }), err
+}
+
+// Unfinished returns the recorded sessions in dir that have no summary,
+// running or died, oldest first. Files that are not recordings are
+// ignored.
+func Unfinished(dir string) ([]Session, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -96,13 +104,48 @@ func Running(dir string) ([]Session, error) {
 			continue
 		}
 		s, err := inspect(filepath.Join(dir, e.Name()))
-		if err != nil || s.Ended || !alive(s.Start.PID) {
+		if err != nil || s.Ended {
 			continue
 		}
+		s.Died = !supervised(s.Start)
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b Session) int { return a.Start.Time.Compare(b.Start.Time) })
 	return out, nil
+}
+
+// supervised reports whether the agent-lock that recorded st still runs:
+// its pid with the start time it recorded (a pid alone may have been
+// reused). Recordings from before agent-lock recorded itself are judged by
+// the agent's pid.
+func supervised(st report.Start) bool {
+	if st.AgentLockPID <= 0 {
+		return alive(st.PID)
+	}
+	t, err := ProcessStart(st.AgentLockPID)
+	return err == nil && t == st.AgentLockStart
+}
+
+// ProcessStart is when process pid started, in clock ticks since boot
+// (/proc/PID/stat's starttime): with the pid, it names one process for
+// the life of the machine.
+func ProcessStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces and parentheses:
+	// the fields that follow start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); starttime is field 22.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // inspect reads a recording's start record and looks for a summary at its
@@ -158,15 +201,12 @@ func Find(dir, id string) (string, error) {
 	return p, nil
 }
 
-// Follow calls fn for each record of the recording at path as it is
+// Follow calls fn for each record of the recording open in f as it is
 // written, until the summary record, ctx's end, or an error. A line still
-// being written is waited for, never parsed half.
-func Follow(ctx context.Context, path string, fn func([]report.Record)) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// being written is waited for, never parsed half. The caller opens f (as
+// whom it reads for) and closes it.
+func Follow(ctx context.Context, f *os.File, fn func([]report.Record)) error {
+	path := f.Name()
 	var pending []byte
 	buf := make([]byte, 256<<10)
 	lineNo := 0
@@ -227,7 +267,7 @@ func Dirs(home, xdgState string, uid uint32) []string {
 // For returns the folder to record a session jailed in project: the state
 // folder unless project contains it. It makes the /run fallback, as root,
 // owned by the user.
-func For(project, home, xdgState string, owner Owner) (string, error) {
+func For(project, home, xdgState string, owner asuser.ID) (string, error) {
 	dirs := Dirs(home, xdgState, owner.UID)
 	if !within(dirs[0], project) {
 		return dirs[0], nil
@@ -238,7 +278,7 @@ func For(project, home, xdgState string, owner Owner) (string, error) {
 // RunDir makes the user's folder under /run, as root, owned by the user:
 // for sessions jailed around the state folder, and for users whose home
 // has none (system users, a read-only home).
-func RunDir(owner Owner) (string, error) {
+func RunDir(owner asuser.ID) (string, error) {
 	d := filepath.Join(runBase, fmt.Sprint(owner.UID))
 	if err := os.MkdirAll(runBase, 0o755); err != nil {
 		return "", err

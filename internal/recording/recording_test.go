@@ -3,6 +3,7 @@ package recording
 import (
 	"context"
 	"errors"
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +39,7 @@ func userHome(t *testing.T) string {
 func TestCreateActsAsTheUser(t *testing.T) {
 	home := userHome(t)
 	dir := Dir(home, "")
-	f, err := Create(dir, "s1.jsonl", Owner{nobody, nobody})
+	f, err := Create(dir, "s1.jsonl", asuser.ID{UID: nobody, GID: nobody})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestCreateActsAsTheUser(t *testing.T) {
 		t.Errorf("folder mode %v, want 0700", st.Mode().Perm())
 	}
 	// An existing file is never reused or truncated.
-	if _, err := Create(dir, "s1.jsonl", Owner{nobody, nobody}); !errors.Is(err, os.ErrExist) {
+	if _, err := Create(dir, "s1.jsonl", asuser.ID{UID: nobody, GID: nobody}); !errors.Is(err, os.ErrExist) {
 		t.Errorf("second Create of the same name: %v, want EEXIST", err)
 	}
 }
@@ -77,7 +78,7 @@ func TestCreateFollowsNoPlantedLink(t *testing.T) {
 	if err := os.Symlink(rootOnly, filepath.Join(state, "agent-lock")); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := Create(Dir(home, ""), "s.jsonl", Owner{nobody, nobody}); err == nil {
+	if f, err := Create(Dir(home, ""), "s.jsonl", asuser.ID{UID: nobody, GID: nobody}); err == nil {
 		f.Close()
 		t.Fatalf("created %s through a planted link into a root-only folder", f.Name())
 	}
@@ -89,7 +90,7 @@ func TestCreateFollowsNoPlantedLink(t *testing.T) {
 	os.Mkdir(filepath.Join(state, "agent-lock"), 0o700)
 	os.Chown(filepath.Join(state, "agent-lock"), nobody, nobody)
 	os.Symlink(filepath.Join(rootOnly, "x"), filepath.Join(state, "agent-lock", "s.jsonl"))
-	if f, err := Create(Dir(home, ""), "s.jsonl", Owner{nobody, nobody}); err == nil {
+	if f, err := Create(Dir(home, ""), "s.jsonl", asuser.ID{UID: nobody, GID: nobody}); err == nil {
 		f.Close()
 		t.Fatal("created the recording through a planted file link")
 	}
@@ -99,7 +100,7 @@ func TestForFallsBackOutsideTheProject(t *testing.T) {
 	home := userHome(t)
 	runBase = t.TempDir()
 	t.Cleanup(func() { runBase = "/run/agent-lock" })
-	owner := Owner{nobody, nobody}
+	owner := asuser.ID{UID: nobody, GID: nobody}
 	d, err := For(filepath.Join(home, "proj"), home, "", owner)
 	if err != nil || d != Dir(home, "") {
 		t.Errorf("project beside the state folder: %s, %v", d, err)
@@ -182,8 +183,13 @@ func TestFollowTailsALiveRecording(t *testing.T) {
 	var mu sync.Mutex
 	var got []report.Record
 	done := make(chan error, 1)
+	rf, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
 	go func() {
-		done <- Follow(context.Background(), path, func(rs []report.Record) {
+		done <- Follow(context.Background(), rf, func(rs []report.Record) {
 			mu.Lock()
 			got = append(got, rs...)
 			mu.Unlock()
@@ -230,7 +236,51 @@ func TestFollowStopsWithContext(t *testing.T) {
 	writeRecording(t, path, 1, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	if err := Follow(ctx, path, func([]report.Record) {}); !errors.Is(err, context.Canceled) {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := Follow(ctx, f, func([]report.Record) {}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Follow after cancel: %v", err)
+	}
+}
+
+// TestUnfinishedTellsDiedFromRunning: after `kill -9` of agent-lock the
+// agent may live on (confined, until the next run kills it); the session
+// is over all the same. Only the recording agent-lock itself, by pid and
+// start time, says whether it runs.
+func TestUnfinishedTellsDiedFromRunning(t *testing.T) {
+	dir := t.TempDir()
+	self, err := ProcessStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, alPID int, alStart uint64) {
+		f, err := os.Create(filepath.Join(dir, name+Ext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		// The agent (this process) is alive in every case.
+		report.NewJSON(f).Start(report.Start{Time: time.Now(), Mode: report.Enforce, Dir: "/p", PID: os.Getpid(),
+			AgentLockPID: alPID, AgentLockStart: alStart})
+	}
+	write("running", os.Getpid(), self)
+	write("killed", 1<<30, 5)
+	write("reused", os.Getpid(), self+1) // the pid now names another process
+	got, err := Unfinished(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	died := map[string]bool{}
+	for _, s := range got {
+		died[s.ID] = s.Died
+	}
+	if len(got) != 3 || died["running"] || !died["killed"] || !died["reused"] {
+		t.Errorf("died = %v, want only running alive", died)
+	}
+	if r, _ := Running(dir); len(r) != 1 || r[0].ID != "running" {
+		t.Errorf("Running = %+v", r)
 	}
 }

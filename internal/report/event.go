@@ -50,6 +50,12 @@ type Start struct {
 	// LoadTime is how long the kernel took to load and verify the
 	// engine's programs (the BPF engines; 0 for Landlock).
 	LoadTime time.Duration
+	// AgentLockPID and AgentLockStart name the agent-lock process that
+	// records the session: its pid and its start time in clock ticks
+	// since boot (/proc/PID/stat), so that a reader can tell a session
+	// whose agent-lock was killed from one still running.
+	AgentLockPID   int
+	AgentLockStart uint64
 }
 
 // Event is one out-of-bounds operation as the kernel reported it, or (with

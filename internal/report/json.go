@@ -37,6 +37,8 @@ type jsonStart struct {
 	Limits    []string   `json:"limits,omitempty"`
 	Profiles  []string   `json:"profiles,omitempty"`
 	LoadNS    int64      `json:"load_ns,omitempty"`
+	ALPID     int        `json:"agent_lock_pid,omitempty"`
+	ALStart   uint64     `json:"agent_lock_start,omitempty"`
 }
 
 type jsonEvent struct {
@@ -163,6 +165,8 @@ func (j *jsonWriter) Start(s Start) error {
 		Limits:    s.Limits,
 		Profiles:  s.Profiles,
 		LoadNS:    s.LoadTime.Nanoseconds(),
+		ALPID:     s.AgentLockPID,
+		ALStart:   s.AgentLockStart,
 	})
 }
 
@@ -393,6 +397,7 @@ func (js jsonStart) model() (Start, error) {
 	s.Limits = js.Limits
 	s.Profiles = js.Profiles
 	s.LoadTime = time.Duration(js.LoadNS)
+	s.AgentLockPID, s.AgentLockStart = js.ALPID, js.ALStart
 	if s.TmpDir, err = raw("tmpdir", js.TmpDir, js.TmpDirB64); err != nil {
 		return Start{}, err
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
 )
 
 // The programs of a session are held three ways: by agent-lock, by its
@@ -52,10 +54,16 @@ func pinDir(cgPath string, warn warner) string {
 	return filepath.Join(base, filepath.Base(cgPath))
 }
 
-// sweep kills the cells whose agent-lock is gone and unpins their programs.
-// A session's cgroup is named s<pid>-<random> after its agent-lock; while
-// that pid lives (or has been reused: the cell then stays closed, the safe
-// side) the cell is left alone.
+// scratchPrefix begins the name of a session's private TMPDIR, which goes
+// on with agent-lock's pid: agent-lock-<pid>-<random>.
+const scratchPrefix = "agent-lock-"
+
+// sweep cleans up after sessions whose agent-lock was killed (SIGKILL
+// gives it no chance to): it kills their cells, unpins their programs and
+// removes their TMPDIRs, and says what it did. A session's cgroup is named
+// s<pid>-<random> after its agent-lock; while that pid lives (or has been
+// reused: the cell then stays closed, the safe side) the cell is left
+// alone.
 func sweep(cgMount string, warn warner) {
 	if cgMount == "" {
 		return
@@ -68,14 +76,18 @@ func sweep(cgMount string, warn warner) {
 		if !ok || alive(pid) {
 			continue
 		}
-		if err := killCgroup(filepath.Join(base, e.Name()), 10*time.Second); err != nil {
-			warn("an orphaned cell: %v", err)
+		cg := filepath.Join(base, e.Name())
+		procs := len(strings.Fields(readString(filepath.Join(cg, "cgroup.procs"))))
+		if err := killCgroup(cg, 10*time.Second); err != nil {
+			warn("a cell left by agent-lock %d, which was killed: %v", pid, err)
 			continue
 		}
 		if pins != "" {
 			os.RemoveAll(filepath.Join(pins, e.Name()))
 		}
+		warn("cleaned up after agent-lock %d, which was killed: %d process(es) of its cell killed, still confined", pid, procs)
 	}
+	sweepTmp(os.TempDir(), warn)
 	if pins == "" {
 		return
 	}
@@ -90,6 +102,35 @@ func sweep(cgMount string, warn warner) {
 			os.RemoveAll(filepath.Join(pins, e.Name()))
 		}
 	}
+}
+
+// sweepTmp removes the private TMPDIRs in tmp of sessions whose agent-lock
+// is gone, as the user who owns each (what the agent left there is theirs).
+func sweepTmp(tmp string, warn warner) {
+	ents, _ := os.ReadDir(tmp)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), scratchPrefix)
+		p, _, cut := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(p)
+		if !ok || !cut || err != nil || pid <= 0 || !e.IsDir() || alive(pid) {
+			continue
+		}
+		path := filepath.Join(tmp, e.Name())
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		if err := asuser.RemoveAll(asuser.ID{UID: st.Uid, GID: st.Gid}, path); err != nil {
+			warn("the TMPDIR %s of agent-lock %d, which was killed: %v", path, pid, err)
+			continue
+		}
+		warn("cleaned up after agent-lock %d, which was killed: its TMPDIR %s removed", pid, path)
+	}
+}
+
+func readString(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
 }
 
 // sessionPID reads the pid out of a session cgroup's name.

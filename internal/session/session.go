@@ -16,7 +16,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/profile"
+	"github.com/agent-lock/agent-lock/internal/recording"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
 )
@@ -85,6 +88,14 @@ type Options struct {
 	// Warnings receives agent-lock's own warnings, one line each
 	// (os.Stderr if nil): the dashboard owns the terminal and shows them.
 	Warnings io.Writer
+	// AllowHome lets DIR be the home or a folder holding it (--allow-home):
+	// the agent then reaches everything there but what is always denied.
+	AllowHome bool
+	// Private are agent-lock's own state (the recordings, the user's
+	// policy folder): denied to the agent wherever they are. One that is
+	// missing but would lie where the agent may write is made first (as
+	// the user), so that it can be denied.
+	Private []string
 	// Detach starts the agent in a session of its own, without a
 	// controlling terminal, and lets it reopen no terminal: the dashboard
 	// owns agent-lock's, and an agent that could write to it (or push
@@ -105,11 +116,14 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	// A first run: the agent's own folders (~/.codex, ...) are made, as
 	// the user, so that the cell can grant them.
-	plan, err := makePlan(o, agent, func(p string) error { return asuser.MkdirAll(p, agent.UID, agent.GID) })
+	plan, err := makePlan(o, agent, func(p string) error { return asuser.MkdirAll(agent.ID(), p) })
 	if err != nil {
 		return 0, err
 	}
 	dir, argv, path, prof := plan.Policy.Dir, plan.Argv, plan.Path, plan.Profiles
+	for _, n := range plan.Notes {
+		warn("%s", n)
+	}
 
 	facts, err := kernel.Probe()
 	if err != nil {
@@ -119,7 +133,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
-	defer os.RemoveAll(tmp)
+	// As the user: what the agent left in it is the user's, and a root
+	// removal would be root acting in a tree the agent shaped.
+	defer asuser.RemoveAll(agent.ID(), tmp)
 
 	ttys, ttyNames := terminals()
 	if o.Detach {
@@ -159,11 +175,13 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer release()
 
-	cmd := cell.command(path, argv, &syscall.SysProcAttr{
+	attr := &syscall.SysProcAttr{
 		Setsid:     o.Detach,
 		Credential: &syscall.Credential{Uid: agent.UID, Gid: agent.GID, Groups: agent.Groups},
 		Pdeathsig:  syscall.SIGKILL,
-	})
+	}
+	foregrounded := jobControl(attr, o.Stdin == nil)
+	cmd := cell.command(path, argv, attr)
 	cmd.Dir = dir
 	env, withheld := secretenv.Filter(agentEnv(os.Environ(), agent, tmp, dir),
 		append(prof.Env, o.PassEnv...))
@@ -178,15 +196,22 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if o.Stderr != nil {
 		cmd.Stderr = o.Stderr
 	}
-	// Terminal keys (^C, ^\) are for the agent, which shares our process
-	// group; agent-lock ends when the agent does.
-	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	// Terminal keys (^C, ^\) are for the agent (terminal.go); agent-lock
+	// ends when the agent does, or on SIGTERM or SIGHUP (the terminal
+	// closed), which it passes on and follows with the cell's end.
+	var agentPgid atomic.Int64
+	stopKeys := forwardKeys(func() int { return int(agentPgid.Load()) })
+	defer stopKeys()
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(term)
 
 	started, done := startNoNewPrivs(cmd)
-	if err := <-started; err != nil {
+	err = <-started
+	// After the start: the agent must not inherit the ignored SIGTTOU.
+	releaseTerminal := holdTerminal(foregrounded)
+	defer releaseTerminal()
+	if err != nil {
 		code := ExitCannotExec
 		if errors.Is(err, os.ErrNotExist) {
 			code = ExitNotFound
@@ -195,12 +220,15 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, fail(code, fmt.Errorf("%s: %w", argv[0], err))
 	}
 	cell.agentPID.Store(int64(cmd.Process.Pid))
+	agentPgid.Store(int64(cmd.Process.Pid))
 
 	mode := report.Enforce
 	if o.Audit {
 		mode = report.Audit
 	}
+	self, _ := recording.ProcessStart(os.Getpid())
 	o.Report.Start(report.Start{
+		AgentLockPID: os.Getpid(), AgentLockStart: self,
 		Time: began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
 		Kernel: facts.Release, Engine: cell.engine(), Limits: cell.limits(), TmpDir: tmp, WithheldEnv: withheld,
@@ -250,10 +278,12 @@ wait:
 			break wait
 		}
 	}
-	// Everything the agent left behind dies now, still confined.
+	// Everything the agent left behind dies now, still confined; then the
+	// terminal is agent-lock's again.
 	if err := killCgroup(cell.cg.Path, 30*time.Second); err != nil {
 		warn("%v", err)
 	}
+	releaseTerminal()
 	for ev := range cell.drain() {
 		writeEvent(o.Report, ev, &opens)
 	}
@@ -397,6 +427,10 @@ type Plan struct {
 	Path     string // the command, found
 	Policy   policy.Policy
 	Profiles profile.Grants
+	// Notes say what the user should know about the cell before it
+	// opens: what --allow-home exposes, agent-lock's state kept from the
+	// agent inside DIR or a grant.
+	Notes []string
 }
 
 // MakePlan resolves o for agent: the directory, the command, its profile,
@@ -411,6 +445,16 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 	dir, err := ResolveDir(o.Dir)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
+	}
+	var notes []string
+	if home, err := filepath.EvalSymlinks(agent.Home); err == nil && under(home, dir) {
+		if !o.AllowHome {
+			return Plan{}, fail(ExitFailed, fmt.Errorf("the project directory %s holds your home %s: the agent could read and change "+
+				"everything in it but the secrets agent-lock always refuses (~/.ssh, ~/.aws, ...), your other projects and your "+
+				"shell's startup files included; give the project's own folder, or pass --allow-home if that is what you want", dir, home))
+		}
+		notes = append(notes, fmt.Sprintf("--allow-home: the agent may read and change all of %s but the secrets agent-lock "+
+			"always refuses (agent-lock policy lists them) and agent-lock's own state", home))
 	}
 	argv := o.Command
 	if len(argv) == 0 {
@@ -435,6 +479,27 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
 	}
+	reach := policy.Policy{Dir: dir, AllowWrite: allowWrite}
+	var private []string
+	for _, p := range o.Private {
+		real, err := realPathMissing(p)
+		if err != nil {
+			continue
+		}
+		inReach := reach.Writable(real)
+		if _, err := os.Lstat(real); errors.Is(err, os.ErrNotExist) {
+			if !inReach || mkdir == nil {
+				continue // nothing to protect, and the agent cannot make it
+			}
+			if err := mkdir(real); err != nil {
+				return Plan{}, fail(ExitFailed, fmt.Errorf("make %s, to keep it from the agent: %w", p, err))
+			}
+		}
+		private = append(private, real)
+		if inReach {
+			notes = append(notes, fmt.Sprintf("agent-lock's own %s lies where the agent may write: refused to it", real))
+		}
+	}
 	protect, err := policy.Unprotect(dir, o.Unprotect)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
@@ -451,9 +516,9 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 			names[real] = "profile " + from
 		}
 	}
-	return Plan{Argv: argv, Path: path, Profiles: prof, Policy: policy.Policy{
+	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Policy: policy.Policy{
 		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Files: files, Deny: deny,
-		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns,
+		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns, Private: private,
 	}}, nil
 }
 
@@ -503,7 +568,7 @@ func ResolveDir(d string) (string, error) {
 		return "", fmt.Errorf("%q is not a directory: give the project directory to jail the agent in", d)
 	}
 	if real == "/" {
-		return "", errors.New("refusing to use / as the project directory: that would not be a jail")
+		return "", errors.New("refusing to use / as the project directory: that would not be a jail; give the project's own folder")
 	}
 	return real, nil
 }
@@ -533,15 +598,13 @@ func lookPath(name, dir string) (string, error) {
 	return p, nil
 }
 
+// privateTmp makes the agent's TMPDIR, as the user, named after this
+// agent-lock's pid so that a later run can tell a TMPDIR left behind by an
+// agent-lock that was killed (sweep).
 func privateTmp(a Agent) (string, error) {
-	base := os.TempDir()
-	tmp, err := os.MkdirTemp(base, "agent-lock-")
+	tmp, err := asuser.MkdirTemp(a.ID(), os.TempDir(), scratchPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		return "", fmt.Errorf("private TMPDIR: %w", err)
-	}
-	if err := os.Chown(tmp, int(a.UID), int(a.GID)); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("private TMPDIR: %w", err)
+		return "", fmt.Errorf("private TMPDIR in %s: %w", os.TempDir(), err)
 	}
 	return tmp, nil
 }
@@ -604,4 +667,32 @@ func agentEnv(base []string, a Agent, tmp, dir string) []string {
 	return append(env,
 		"HOME="+a.Home, "USER="+a.Name, "LOGNAME="+a.Name, "SHELL="+a.Shell,
 		"TMPDIR="+tmp, "PWD="+dir, "AGENT_LOCK=1")
+}
+
+// under reports whether p is root or lies below it.
+func under(p, root string) bool {
+	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
+}
+
+// realPathMissing resolves p's symlinks as far as p exists, and keeps the
+// names below that: where p would be made.
+func realPathMissing(p string) (string, error) {
+	p = filepath.Clean(p)
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	if _, err := os.Lstat(p); err == nil {
+		return "", fmt.Errorf("%s is a dangling symlink", p)
+	}
+	parent := filepath.Dir(p)
+	if parent == p {
+		return "", fmt.Errorf("%s: no such file or directory", p)
+	}
+	real, err := realPathMissing(parent)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(real, filepath.Base(p)), nil
 }

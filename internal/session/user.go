@@ -8,6 +8,8 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
 )
 
 // Agent is the user the agent runs as: whoever invoked sudo.
@@ -18,6 +20,10 @@ type Agent struct {
 	Home     string
 	Shell    string
 }
+
+// ID is the agent's identity for file-system work done on its behalf
+// (asuser).
+func (a Agent) ID() asuser.ID { return asuser.ID{UID: a.UID, GID: a.GID, Groups: a.Groups} }
 
 // ErrNotRoot means agent-lock itself lacks the privilege to load programs.
 var ErrNotRoot = errors.New("agent-lock must run as root to load its BPF programs: run it with sudo")
