@@ -102,6 +102,9 @@ if [ "$engine" = landlock ]; then
 	step user check_user
 	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe'
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode|GitWorktree'
+	# The session's life at a terminal (^C, a closed terminal, the summary
+	# after q, the clean-up after a kill), under each engine doctor proves.
+	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|NextRunCleans'
 	landlock_runners
 	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
 	# the host's audit on for its run and holds the engine to reporting
@@ -136,13 +139,14 @@ done
 # (ADVERSARY_FULL_ON: bookworm 6.1, forky 7.2) and natively under Landlock;
 # the other guests run the families whose hooks changed most between kernel
 # versions (ADVERSARY_PARTIAL: attributes and xattrs with and without
-# idmaps, keys, bpf, mounts), after the Go tests, which check every
-# program's load and the decisions of each hook on every kernel.
+# idmaps, keys, bpf, mounts) and agent-lock's own conduct as root
+# (supervisor), after the Go tests, which check every program's load and
+# the decisions of each hook on every kernel.
 adversary_args=()
 case " ${ADVERSARY_FULL_ON:-bookworm forky} " in
 *" ${AGENT_LOCK_KERNEL:-} "*) ;;
 *)
-	partial=${ADVERSARY_PARTIAL:-sealing|mounts|kernel}
+	partial=${ADVERSARY_PARTIAL:-sealing|mounts|kernel|supervisor}
 	echo "guest-suite: adversary families $partial here (the whole suite runs on: ${ADVERSARY_FULL_ON:-bookworm forky})"
 	adversary_args=(-run "$partial")
 	;;

@@ -19,7 +19,7 @@ func TestSecretsStayOutOfTheEnvironment(t *testing.T) {
 		t.Skip("runs in the test VMs (make vmtest)")
 	}
 	bin := testenv.AgentLockBin(t)
-	root, dir := testenv.ProjectDir(t, 4242)
+	_, dir := testenv.ProjectDir(t, 4242)
 	// An "agent" named claude that prints its environment.
 	if err := os.Symlink("/usr/bin/env", filepath.Join(dir, "claude")); err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestSecretsStayOutOfTheEnvironment(t *testing.T) {
 
 	run := func(extra ...string) (string, *report.Start) {
 		t.Helper()
-		rep := filepath.Join(root, "report.jsonl")
+		rep := testenv.ReportPath(t, 4242)
 		args := append([]string{"--headless", "--report", rep}, extra...)
 		cmd := exec.Command(bin, append(args, dir, "--", "./claude")...)
 		cmd.Dir = dir

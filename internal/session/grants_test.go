@@ -46,7 +46,7 @@ func TestGrantsAndDenials(t *testing.T) {
 
 	run := func(script string, flags ...string) (map[string]string, []report.Event) {
 		t.Helper()
-		rep := filepath.Join(t.TempDir(), "r.jsonl")
+		rep := testenv.ReportPath(t, 4242)
 		args := append([]string{"--headless", "--report", rep}, flags...)
 		cmd := exec.Command(bin, append(args, dir, "--", "/bin/sh", "-c", script)...)
 		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
@@ -182,7 +182,7 @@ try vscode sh -c 'mkdir -p .vscode && echo {} > .vscode/settings.json'
 try gitfile sh -c 'mv .git .git-real && echo "gitdir: /tmp/x" > .git'
 try rename-onto-git mv .git-real .git
 `
-	rep := filepath.Join(t.TempDir(), "r.jsonl")
+	rep := testenv.ReportPath(t, 4242)
 	cmd := exec.Command(bin, "--headless", "--report", rep, "--unprotect", ".vscode", dir, "--", "/bin/sh", "-c", script)
 	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
 	if out, err := cmd.CombinedOutput(); err != nil {

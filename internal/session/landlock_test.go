@@ -34,7 +34,7 @@ func TestLandlockEngine(t *testing.T) {
 
 	run := func(engine string) (string, []report.Record) {
 		t.Helper()
-		rep := filepath.Join(root, "report.jsonl")
+		rep := testenv.ReportPath(t, 4242)
 		os.RemoveAll(filepath.Join(dir, "g"))
 		args := []string{"--headless", "--report", rep}
 		if engine != "" {

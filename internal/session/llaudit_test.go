@@ -51,7 +51,7 @@ func TestLandlockAuditRecords(t *testing.T) {
 			os.Chown(filepath.Join(out, f), 4242, 4242)
 		}
 		os.Chown(out, 4242, 4242) // only Landlock refuses
-		rep := filepath.Join(root, "report.jsonl")
+		rep := testenv.ReportPath(t, 4242)
 		script := `mkdir "$1/d"; rm -f "$1/f"; ln -s x "$1/l"; mv "$1/g" "$1/h"
 			python3 -c 'import os, sys; os.truncate(sys.argv[1] + "/f", 0)' "$1"; echo done`
 		cmd := exec.Command(bin, "--engine", "landlock", "--headless", "--report", rep, dir, "--", "sh", "-c", script, "sh", out)

@@ -5,8 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -49,12 +47,12 @@ func TestCellOutlivesItsSupervisors(t *testing.T) {
 	waitFor(t, "the agent to start", func() bool { return lines(ticks) > 0 })
 
 	// Kill every agent-lock process at once.
-	for _, pid := range pidsOf(bin) {
+	for _, pid := range testenv.PidsOf(bin) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	cmd.Wait()
 	time.Sleep(500 * time.Millisecond)
-	if len(pidsOf(bin)) != 0 {
+	if len(testenv.PidsOf(bin)) != 0 {
 		t.Fatal("agent-lock processes survived SIGKILL")
 	}
 	n := lines(ticks)
@@ -93,21 +91,4 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 func lines(path string) int {
 	b, _ := os.ReadFile(path)
 	return bytes.Count(b, []byte("\n"))
-}
-
-// pidsOf lists the processes running the executable bin.
-func pidsOf(bin string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err == nil && strings.TrimSuffix(exe, " (deleted)") == bin {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

@@ -85,7 +85,7 @@ cat ~/.bash_history 2>/dev/null && echo LEAK-history
 [ -n "$GITHUB_TOKEN" ] && echo LEAK-env
 echo done
 `, 0o755)
-			rep := filepath.Join(t.TempDir(), "r.jsonl")
+			rep := testenv.ReportPath(t, 4242)
 			args := []string{"--headless", "--report", rep}
 			cmd := exec.Command(bin, append(args, dir, "--", filepath.Join(home, s.install))...)
 			cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", s.key+"=sk-test", "GITHUB_TOKEN=ghp_test")
@@ -155,7 +155,7 @@ mkdir -p ~/.codex/sessions && echo '{}' > ~/.codex/auth.json && echo s >> ~/.cod
 		t.Fatal(err)
 	}
 	exec.Command("chown", "-R", "4242:4242", filepath.Join(home, ".npm-global")).Run()
-	rep := filepath.Join(t.TempDir(), "r.jsonl")
+	rep := testenv.ReportPath(t, 4242)
 	cmd := exec.Command(bin, "--headless", "--report", rep, dir, "--", install)
 	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
 	out, err := cmd.CombinedOutput()
@@ -221,7 +221,7 @@ func TestRealClaudeCode(t *testing.T) {
 		t.Fatalf("chown: %v %s", err, out)
 	}
 	for _, tc := range []struct{ arg, want string }{{"--version", "(Claude Code)"}, {"--help", "Usage: claude"}} {
-		rep := filepath.Join(t.TempDir(), "r.jsonl")
+		rep := testenv.ReportPath(t, 4242)
 		args := []string{"--headless", "--report", rep}
 		cmd := exec.Command(bin, append(args, dir, "--", claude, tc.arg)...)
 		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
@@ -266,7 +266,7 @@ func TestRealClaudeCode(t *testing.T) {
 		servers = servers[:1]
 	}
 	for _, name := range servers {
-		rep := filepath.Join(t.TempDir(), "r.jsonl")
+		rep := testenv.ReportPath(t, 4242)
 		save := exec.Command(bin, "--headless", "--report", rep, dir, "--", claude, "mcp", "add", "-s", "user", name, "--", "/bin/true")
 		save.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
 		out, err := save.CombinedOutput()

@@ -80,7 +80,7 @@ func TestGitWorktree(t *testing.T) {
 	t.Logf("engines: %v", engines)
 	for _, engine := range engines {
 		dir := fresh()
-		rep := filepath.Join(t.TempDir(), "r.jsonl")
+		rep := testenv.ReportPath(t, 4242)
 		cmd := exec.Command(bin, "--engine", engine, "--headless", "--report", rep, dir, "--", "/bin/sh", "-c", worktreeScript)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")

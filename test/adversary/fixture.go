@@ -64,7 +64,13 @@ type Fixture struct {
 	services []*service
 	victim   *service
 	pts      string
+	// next runs argv in the user's next session in DIR, under agent-lock.
+	next func(argv []string) testenv.Result
 }
+
+// nextSession runs argv under agent-lock in DIR, as the user's next
+// session would.
+func (f *Fixture) nextSession(argv []string) testenv.Result { return f.next(argv) }
 
 // Secrets and their owners, relative to the home directory.
 func (f *Fixture) secrets() map[string]string {
@@ -126,9 +132,10 @@ func (f *Fixture) Reset(t *Technique) error {
 		}
 	}
 	// .local/state/agent-lock is where agent-lock records each session (as
-	// the user); made here so that its creation is not a change the
-	// snapshot sees.
-	for _, d := range []string{"emptydir", "run", ".config/autostart", "project2/.git/hooks", "project/.old", recordings} {
+	// the user), and .config/agent-lock what it makes to keep from an
+	// agent whose DIR holds it (--allow-home); made here so that their
+	// creation is not a change the snapshot sees.
+	for _, d := range []string{"emptydir", "run", ".config/autostart", "project2/.git/hooks", "project/.old", recordings, ".config/agent-lock"} {
 		if err := u.MkdirAll(filepath.Join(h, d)); err != nil {
 			return fmt.Errorf("fixture: %w", err)
 		}

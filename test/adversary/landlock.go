@@ -50,6 +50,8 @@ var landlockUnreported = map[string]string{
 	"open-by-handle":  "stopped before the open: writing /proc/PID/uid_map is refused",
 	"io-uring-openat": "io_uring's opens do not pass the system-call tracepoints",
 	"tiocsti":         "refused by the seccomp filter, which reports nothing (Landlock has no say over TIOCSTI)",
+	"policy-file-widen": "Landlock grants DIR whole, so the agent may rewrite the project's policy file; the next " +
+		"session refuses it (changed since the user trusted it), which the technique checks",
 }
 
 // landlockObserved are the operations the Landlock engine reports: its

@@ -179,7 +179,9 @@ func setup(ctx context.Context, u *testenv.User, agentLock string, baselineOnly 
 	os.Chmod(work, 0o755)
 	scratch := filepath.Join(work, "reports")
 	bin := filepath.Join(work, "bin")
-	os.Mkdir(scratch, 0o700)
+	if err := u.ReportsDir(scratch); err != nil {
+		return nil, nil, err
+	}
 	os.Mkdir(bin, 0o755)
 
 	marker := make([]byte, 8)
@@ -215,6 +217,7 @@ func setup(ctx context.Context, u *testenv.User, agentLock string, baselineOnly 
 		return fail(err)
 	}
 	r := &testenv.Runner{User: u, AgentLock: agentLock, Scratch: scratch}
+	f.next = func(argv []string) testenv.Result { return r.Jailed(ctx, argv, f.Dir) }
 	return &suite{fix: f, run: r, baselineOnly: baselineOnly}, cleanup, nil
 }
 
@@ -281,7 +284,14 @@ func (s *suite) once(ctx context.Context, t *Technique, jailed bool) *outcome {
 	report := ""
 	if jailed {
 		report = s.run.NextReport()
-		p.Argv = s.run.JailArgv(f.Dir, report, argv, t.Flags...)
+		if t.ReportIn != "" {
+			report = f.expand(t.ReportIn)
+		}
+		var flags []string
+		for _, a := range t.Flags {
+			flags = append(flags, f.expand(a))
+		}
+		p.Argv = s.run.JailArgv(f.dir(t), report, argv, flags...)
 		p.Env = s.run.RootEnv()
 		p.Timeout = s.run.JailTimeout()
 	}
@@ -337,7 +347,11 @@ func (s *suite) try(ctx context.Context, t *Technique) result {
 		}
 	}
 	base := s.once(ctx, t, false)
-	if eff := t.Effect(f, base); eff == "" {
+	baseEffect := t.Effect
+	if t.Naive != nil {
+		baseEffect = func(f *Fixture, _ *outcome) string { return t.Naive(f) }
+	}
+	if eff := baseEffect(f, base); eff == "" {
 		if base.res.Exit == exitSkip {
 			return result{status: "SKIP", op: op, detail: skipReason(base.out), base: base}
 		}
@@ -345,7 +359,7 @@ func (s *suite) try(ctx context.Context, t *Technique) result {
 			detail: fmt.Sprintf("unjailed it achieved nothing, so it proves nothing (exit %d): %s", base.res.Exit, testenv.Tail(base.res.Output, 3))}
 	}
 	if s.baselineOnly {
-		return result{status: "SOUND", op: op, detail: "unjailed: " + t.Effect(f, base), base: base}
+		return result{status: "SOUND", op: op, detail: "unjailed: " + baseEffect(f, base), base: base}
 	}
 
 	if err := f.Reset(t); err != nil {
@@ -354,6 +368,9 @@ func (s *suite) try(ctx context.Context, t *Technique) result {
 	before := f.snapshot()
 	jail := s.once(ctx, t, true)
 	r := result{op: op, base: base, jail: jail}
+	if t.Refused != "" {
+		return s.judgeRefusal(t, r, before)
+	}
 	if msg := s.broken(jail); msg != "" {
 		r.status, r.detail = "ERROR", msg
 		return r
@@ -393,6 +410,29 @@ func (s *suite) try(ctx context.Context, t *Technique) result {
 	r.status = "UNREPORTED"
 	r.detail = fmt.Sprintf("stopped, but no blocked %s record%s; the report has %s",
 		strings.Join(t.Ops, "|"), pathNote(t), recordList(jail.res.Report.Escapes, 4))
+	return r
+}
+
+// judgeRefusal judges a technique agent-lock must refuse to start for:
+// it must exit 125 saying t.Refused, and nothing may have changed.
+func (s *suite) judgeRefusal(t *Technique, r result, before map[string]string) result {
+	f, jail := s.fix, r.jail
+	var leaks []string
+	if eff := t.Effect(f, jail); eff != "" {
+		leaks = append(leaks, eff)
+	}
+	if d := diffSnapshots(before, f.snapshot()); len(d) > 0 {
+		leaks = append(leaks, "outside changed: "+strings.Join(d, "; "))
+	}
+	switch {
+	case len(leaks) > 0:
+		r.status, r.detail = "LEAK", strings.Join(leaks, "; ")
+	case jail.res.Exit != testenv.ExitAgentLock || !strings.Contains(jail.out, t.Refused):
+		r.status, r.detail = "ERROR", fmt.Sprintf("agent-lock must refuse to start saying %q; it exited %d: %s",
+			t.Refused, jail.res.Exit, testenv.Tail(jail.res.Output, 3))
+	default:
+		r.status, r.detail = "PASS", "refused: "+t.Refused
+	}
 	return r
 }
 

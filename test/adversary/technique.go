@@ -58,6 +58,29 @@ type Technique struct {
 	// attack was stopped before it reached the kernel check, for a reason
 	// the output shows.
 	Excuse func(o *outcome) string
+
+	// The supervisor family's (supervisor.go), whose harm is agent-lock's
+	// own doing as root:
+	// Naive, when set, judges the unjailed run in Effect's place: it does
+	// (or checks for) what agent-lock did before it acted as the user,
+	// and returns the harm that did, "" for none (the technique is VOID).
+	Naive func(f *Fixture) string
+	// Refused: the jailed run must end with agent-lock refusing to start
+	// (exit 125) and saying this.
+	Refused string
+	// InHome: DIR is the home itself (with Flags' --allow-home).
+	InHome bool
+	// ReportIn: the jailed run's --report goes here, not to the suite's
+	// scratch folder.
+	ReportIn string
+}
+
+// dir is DIR for t.
+func (f *Fixture) dir(t *Technique) string {
+	if t.InHome {
+		return f.Home
+	}
+	return f.Dir
 }
 
 // outcome is what a run left behind.
@@ -76,6 +99,7 @@ func (f *Fixture) expand(s string) string {
 	r := []string{
 		"{home}", f.Home,
 		"{dir}", f.Dir,
+		"{work}", f.Work,
 		"{user}", f.U.Name,
 		"{helper}", filepath.Join(f.Dir, "advhelper"),
 		"{longname}", longName,
@@ -263,6 +287,7 @@ var families = [][]Technique{
 	persistenceTechniques,
 	protectedTechniques,
 	namedTechniques,
+	supervisorTechniques,
 }
 
 func allTechniques() []Technique {

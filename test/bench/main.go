@@ -111,6 +111,10 @@ func run() int {
 		return 2
 	}
 	defer os.RemoveAll(scratch)
+	if err := u.ReportsDir(scratch); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
 	// The whole run, setup included: make bench's budget is 20 minutes.
 	began := time.Now()
 	defer func() { fmt.Printf("bench: done in %v\n", time.Since(began).Round(time.Second)) }()

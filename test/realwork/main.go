@@ -109,7 +109,10 @@ func run() int {
 	}
 	os.Chmod(work, 0o755)
 	scratch := filepath.Join(work, "reports")
-	os.Mkdir(scratch, 0o700)
+	if err := u.ReportsDir(scratch); err != nil {
+		fmt.Fprintln(os.Stderr, "realwork:", err)
+		return 2
+	}
 	w := &runner{
 		u: u, dir: filepath.Join(u.Home, "project"), work: work,
 		r:            &testenv.Runner{User: u, AgentLock: *agentLock, Engine: *engine, Scratch: scratch, Timeout: *timeout},

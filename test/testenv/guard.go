@@ -137,3 +137,25 @@ func (u *User) MkdirAll(dir string) error {
 	}
 	return os.Chown(dir, u.UID, u.GID)
 }
+
+// Symlink makes a symbolic link at path to target, owned by the user, as
+// the user would have made it.
+func (u *User) Symlink(target, path string) error {
+	if err := os.Symlink(target, path); err != nil {
+		return err
+	}
+	return os.Lchown(path, u.UID, u.GID)
+}
+
+// Link makes path another name of the user's file target.
+func (u *User) Link(target, path string) error { return os.Link(target, path) }
+
+// ReportsDir makes dir (0700) the user's: agent-lock writes a --report as
+// the user who ran it, so the suites' reports go to a folder of theirs,
+// outside every cell.
+func (u *User) ReportsDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	return os.Chown(dir, u.UID, u.GID)
+}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,4 +117,21 @@ func KillSurvivors(uid int, keep map[int]bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// PidsOf lists the processes running the executable bin.
+func PidsOf(bin string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.TrimSuffix(exe, " (deleted)") == bin {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

@@ -30,3 +30,14 @@ func ProjectDir(t testing.TB, uid int) (root, dir string) {
 	os.Chown(dir, uid, uid)
 	return root, dir
 }
+
+// ReportPath is a --report path in a folder of uid's own: agent-lock
+// writes the report as the user who ran it, so a folder of root's (as
+// TempDir's are) is refused.
+func ReportPath(t testing.TB, uid int) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755)
+	os.Chown(dir, uid, uid)
+	return filepath.Join(dir, "report.jsonl")
+}
