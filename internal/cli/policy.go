@@ -100,10 +100,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	plan, err := session.MakePlan(session.Options{
-		Dir: dir, Command: o.command, AllowUnix: o.allowUnix, Allow: o.allow, AllowWrite: o.allowWrite,
-		Deny: o.deny, Unprotect: o.unprotect, Profiles: o.profiles, DenyPatterns: o.denyPatterns,
-	}, agent)
+	plan, err := session.MakePlan(o.session(dir, agent, ""), agent)
 	if err != nil {
 		return fail(err)
 	}
@@ -130,7 +127,11 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	if len(shown) == 0 {
 		shown = []string{"none"}
 	}
-	fmt.Fprintf(stdout, "files     %s\n\nrules (the kernel's; the nearest rule above a file decides, a denial anywhere above it wins):\n", strings.Join(shown, ", "))
+	fmt.Fprintf(stdout, "files     %s\n", strings.Join(shown, ", "))
+	for _, n := range plan.Notes {
+		fmt.Fprintf(stdout, "note      %s\n", n)
+	}
+	fmt.Fprintf(stdout, "\nrules (the kernel's; the nearest rule above a file decides, a denial anywhere above it wins):\n")
 	for _, r := range plan.Policy.Rules() {
 		path := tilde(r.Path)
 		if r.Flags&jail.Named != 0 {

@@ -67,15 +67,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	defer recFile.Close()
 	writers := []report.Writer{report.NewJSON(recFile)}
 
-	opts := session.Options{
-		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot, AllowHome: o.allowHome,
-		AllowUnix: o.allowUnix, Version: version(), PassEnv: o.passEnv, Engine: o.engine,
-		Allow: o.allow, AllowWrite: o.allowWrite, Unprotect: o.unprotect,
-		Profiles: o.profiles, DenyPatterns: o.denyPatterns, Deny: o.deny,
-		// What watch shows and what trusts a project: an agent that could
-		// write them would forge its sessions or widen its next cell.
-		Private: []string{recDir, recording.Dir(agent.Home, stateHomeEnv()), filepath.Dir(filepath.Join(agent.Home, policy.HomeFile))},
-	}
+	opts := o.session(dir, agent, recDir)
 	if o.reportPath != "" {
 		// Where the agent may write decides where the report is kept
 		// while the session runs.
@@ -277,4 +269,18 @@ func (w *warnings) taken() []string {
 		lines = append(lines, string(w.part))
 	}
 	return lines
+}
+
+// session is what o asks of a session in dir for agent; recDir is where
+// it is recorded, "" for none yet.
+func (o options) session(dir string, agent session.Agent, recDir string) session.Options {
+	return session.Options{
+		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot, AllowHome: o.allowHome,
+		AllowUnix: o.allowUnix, Version: version(), PassEnv: o.passEnv, Engine: o.engine,
+		Allow: o.allow, AllowWrite: o.allowWrite, Unprotect: o.unprotect,
+		Profiles: o.profiles, DenyPatterns: o.denyPatterns, Deny: o.deny,
+		// What watch shows and what trusts a project: an agent that could
+		// write them would forge its sessions or widen its next cell.
+		Private: []string{recDir, recording.Dir(agent.Home, stateHomeEnv()), filepath.Dir(filepath.Join(agent.Home, policy.HomeFile))},
+	}
 }

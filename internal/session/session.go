@@ -482,23 +482,30 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 	reach := policy.Policy{Dir: dir, AllowWrite: allowWrite}
 	var private []string
 	for _, p := range o.Private {
+		if p == "" {
+			continue
+		}
 		real, err := realPathMissing(p)
 		if err != nil {
 			continue
 		}
 		inReach := reach.Writable(real)
+		if inReach {
+			notes = append(notes, fmt.Sprintf("agent-lock's own %s lies where the agent may write: refused to it", real))
+		}
 		if _, err := os.Lstat(real); errors.Is(err, os.ErrNotExist) {
-			if !inReach || mkdir == nil {
+			if !inReach {
 				continue // nothing to protect, and the agent cannot make it
+			}
+			if mkdir == nil {
+				notes[len(notes)-1] += " (made first, as you: it is missing)"
+				continue
 			}
 			if err := mkdir(real); err != nil {
 				return Plan{}, fail(ExitFailed, fmt.Errorf("make %s, to keep it from the agent: %w", p, err))
 			}
 		}
 		private = append(private, real)
-		if inReach {
-			notes = append(notes, fmt.Sprintf("agent-lock's own %s lies where the agent may write: refused to it", real))
-		}
 	}
 	protect, err := policy.Unprotect(dir, o.Unprotect)
 	if err != nil {
