@@ -32,7 +32,7 @@ BENCH_VMTEST_FLAGS ?= -timeout=30m -parallel=2 -kernels=bookworm,forky,trixie
 DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
-.PHONY: test build test-bins agents unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean
+.PHONY: test build test-bins agents unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean screenshot
 
 test:
 	$(MAKE) deps
@@ -104,6 +104,13 @@ vmtest-self:
 # BENCH_FLAGS for more (-repeat 5 -cfiles 200) where the machine allows.
 bench: build test-bins
 	$(VMTEST) $(BENCH_VMTEST_FLAGS) -- $(BUILD)/bench -agent-lock $(BUILD)/agent-lock $(BENCH_FLAGS)
+
+# The README's picture, from a real session in a real terminal (tmux) on
+# this machine, drawn by test/screenshot (test/screenshot.sh).
+SCREENSHOT_DEPS := librsvg2-bin fonts-jetbrains-mono fonts-noto-color-emoji
+screenshot: build
+	@$(call apt_install,$(SCREENSHOT_DEPS))
+	bash test/screenshot.sh docs/dashboard.png
 
 adversary: build
 	$(GO) build -o $(BUILD)/adversary ./test/adversary
