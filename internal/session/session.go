@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -235,6 +236,19 @@ func Run(ctx context.Context, o Options) (int, error) {
 		Profiles: prof.Profiles, LoadTime: cell.loadTime(),
 	})
 
+	// end asks the agent's group to stop with sig and, after a grace in
+	// which it may save its work, kills the cell; a second request passes
+	// its signal on and changes nothing else.
+	var ending sync.Once
+	end := func(sig syscall.Signal) {
+		syscall.Kill(-cmd.Process.Pid, sig)
+		ending.Do(func() {
+			go func() {
+				time.Sleep(endGrace)
+				killCgroup(cell.cg.Path, time.Second)
+			}()
+		})
+	}
 	var status int
 	events := cell.events
 	// A cancelled ctx (the dashboard's q) ends the session as SIGTERM does.
@@ -248,11 +262,7 @@ wait:
 		select {
 		case <-stop:
 			stop = nil
-			cmd.Process.Signal(syscall.SIGTERM)
-			go func() {
-				time.Sleep(5 * time.Second)
-				killCgroup(cell.cg.Path, time.Second)
-			}()
+			end(syscall.SIGTERM)
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -260,11 +270,7 @@ wait:
 			}
 			writeEvent(o.Report, ev, &opens)
 		case s := <-term:
-			cmd.Process.Signal(s)
-			go func() {
-				time.Sleep(5 * time.Second)
-				killCgroup(cell.cg.Path, time.Second)
-			}()
+			end(s.(syscall.Signal))
 		case <-progress.C:
 			// Live tallies for the dashboard; a failed read only costs
 			// the view its in-bounds numbers, the summary reads them again.
@@ -326,6 +332,10 @@ func writeEvent(w report.Writer, ev jail.Event, opens *sampler) {
 		w.Escape(e)
 	}
 }
+
+// endGrace is how long a stopped agent has to end on its own before its
+// cell is killed.
+const endGrace = 5 * time.Second
 
 // opensPerSecond bounds the in-bounds samples written a second. The kernel
 // sends at most ten a second per CPU; a machine with many CPUs busy in a
