@@ -5,10 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,26 +19,12 @@ import (
 // next run says what it cleaned up. Runs in the test VMs, and natively for
 // the Landlock engine (make native).
 
-// engines are the engines agent-lock doctor proves on this kernel.
-func engines(t *testing.T, bin string) []string {
-	var out []string
-	for _, e := range []string{"bpf-lsm", "landlock"} {
-		if exec.Command(bin, "doctor", "--engine", e).Run() == nil {
-			out = append(out, e)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("agent-lock doctor proves no engine on this kernel")
-	}
-	return out
-}
-
 func lifecycleSetup(t *testing.T) (bin string, engs []string) {
 	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
 		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
 	}
 	bin = testenv.AgentLockBin(t)
-	return bin, engines(t, bin)
+	return bin, testenv.Engines(t, bin)
 }
 
 // sudoEnv is the environment sudo would give agent-lock, run by the test
@@ -194,112 +177,7 @@ while :; do sleep 0.1; done`
 	}
 }
 
-// TestNextRunCleansUpAfterAKill: agent-lock and its reaper killed at once
-// (kill -9) leave a cell running, still confined, and a TMPDIR: watch
-// --list shows the session as ended, and the next run kills the cell,
-// removes the TMPDIR and says so.
-func TestNextRunCleansUpAfterAKill(t *testing.T) {
-	bin, engs := lifecycleSetup(t)
-	for _, engine := range engs {
-		t.Run(engine, func(t *testing.T) {
-			_, dir := testenv.ProjectDir(t, uid)
-			cmd := exec.Command(bin, "--headless", "--engine", engine, "--report", "/dev/null", dir, "--",
-				"/bin/sh", "-c", "(while :; do echo tick >> ticks; sleep 0.1; done) & wait")
-			cmd.Env = append(strings.Fields(sudoEnv), "HOME=/root")
-			out, err := os.Create(filepath.Join(dir, "..", "out"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer out.Close()
-			cmd.Stdout, cmd.Stderr = out, out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			ticks := filepath.Join(dir, "ticks")
-			for i := 0; i < 450; i++ {
-				if b, _ := os.ReadFile(ticks); len(b) > 0 {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			rec := newestRecording(t)
-			r, err := testenv.ReadReport(rec)
-			if err != nil || r.Start == nil || r.Start.TmpDir == "" {
-				t.Fatalf("the session's start record: %+v %v", r, err)
-			}
-			tmp := r.Start.TmpDir
-			for _, pid := range testenv.PidsOf(bin) {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-			cmd.Wait()
-
-			list := asUser(t, bin, "watch", "--list")
-			id := strings.TrimSuffix(filepath.Base(rec), ".jsonl")
-			if !regexp.MustCompile(regexp.QuoteMeta(id) + `\s+ended \(agent-lock was killed`).MatchString(list) {
-				t.Errorf("watch --list does not show the killed session as ended:\n%s", list)
-			}
-			if _, err := os.Stat(tmp); err != nil {
-				t.Fatalf("the killed session's TMPDIR is already gone: %v", err)
-			}
-			next := exec.Command(bin, "--headless", "--engine", engine, "--report", "/dev/null", dir, "--", "true")
-			next.Env = cmd.Env
-			b, err := next.CombinedOutput()
-			if err != nil {
-				t.Fatalf("next run: %v\n%s", err, b)
-			}
-			for _, want := range []string{"cleaned up after agent-lock " + strconv.Itoa(cmd.Process.Pid) + ", which was killed",
-				"its TMPDIR " + tmp + " removed"} {
-				if !strings.Contains(string(b), want) {
-					t.Errorf("the next run does not say %q:\n%s", want, b)
-				}
-			}
-			if _, err := os.Stat(tmp); !os.IsNotExist(err) {
-				t.Errorf("the killed session's TMPDIR %s is still there: %v", tmp, err)
-			}
-			n := lines(ticks)
-			time.Sleep(time.Second)
-			if lines(ticks) != n {
-				t.Error("the killed session's agent still runs after the next run")
-			}
-		})
-	}
-}
-
-func asUser(t *testing.T, bin string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("setpriv", append([]string{"--reuid=4242", "--regid=4242", "--init-groups",
-		"env", "HOME=" + home, bin}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // newestRecording is the test user's latest recording.
 func newestRecording(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(home, ".local/state/agent-lock")
-	var newest string
-	var when time.Time
-	for i := 0; i < 50 && newest == ""; i++ {
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if !strings.HasSuffix(e.Name(), ".jsonl") {
-				continue
-			}
-			if fi, err := e.Info(); err == nil && fi.ModTime().After(when) {
-				newest, when = filepath.Join(dir, e.Name()), fi.ModTime()
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if newest == "" {
-		t.Fatalf("no recording in %s", dir)
-	}
-	return newest
-}
-
-func lines(path string) int {
-	b, _ := os.ReadFile(path)
-	return strings.Count(string(b), "\n")
+	return testenv.NewestRecording(t, filepath.Join(home, ".local/state/agent-lock"))
 }

@@ -5,6 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,15 +16,22 @@ import (
 )
 
 // TestCellOutlivesItsSupervisors kills agent-lock and its reaper together
-// (as `pkill -9 agent-lock` would): the agent must stay confined, and the
-// next agent-lock run must kill it. Runs in the test VMs only (it needs BPF
-// LSM and the built binary).
+// (as `pkill -9 agent-lock` would), under each engine doctor proves: the
+// agent must stay confined; `watch --list` must show the session as ended;
+// the next agent-lock run must kill it, remove its TMPDIR and say so. Runs
+// in the test VMs, and natively for the Landlock engine (make native).
 func TestCellOutlivesItsSupervisors(t *testing.T) {
 	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest)")
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
 	}
 	bin := testenv.AgentLockBin(t)
 	const uid = 4242 // the VM's jailtest user
+	for _, engine := range testenv.Engines(t, bin) {
+		t.Run(engine, func(t *testing.T) { outlives(t, bin, engine, uid) })
+	}
+}
+
+func outlives(t *testing.T, bin, engine string, uid int) {
 	root, dir := testenv.ProjectDir(t, uid)
 	secret := filepath.Join(root, "secret")
 	os.WriteFile(secret, []byte("SECRET\n"), 0o644)
@@ -30,7 +40,7 @@ func TestCellOutlivesItsSupervisors(t *testing.T) {
 	// LEAK line if it can read the outside file. (The agent itself dies with
 	// agent-lock, by its parent-death signal; what it spawned does not.)
 	script := `(while :; do echo tick >> ticks; cat "$1" >/dev/null 2>&1 && echo LEAK >> ticks; sleep 0.1; done) & wait`
-	cmd := exec.Command(bin, "--headless", "--report", "/dev/null", dir, "--", "/bin/sh", "-c", script, "agent", secret)
+	cmd := exec.Command(bin, "--headless", "--engine", engine, "--report", "/dev/null", dir, "--", "/bin/sh", "-c", script, "agent", secret)
 	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
 	// A file, not a pipe: the orphan keeps its end of a pipe open, and
 	// Wait would wait for it.
@@ -45,6 +55,13 @@ func TestCellOutlivesItsSupervisors(t *testing.T) {
 	}
 	ticks := filepath.Join(dir, "ticks")
 	waitFor(t, "the agent to start", func() bool { return lines(ticks) > 0 })
+	home := "/home/jailtest"
+	rec := testenv.NewestRecording(t, filepath.Join(home, ".local/state/agent-lock"))
+	r, err := testenv.ReadReport(rec)
+	if err != nil || r.Start == nil || r.Start.TmpDir == "" {
+		t.Fatalf("the session's start record: %+v %v", r, err)
+	}
+	tmp := r.Start.TmpDir
 
 	// Kill every agent-lock process at once.
 	for _, pid := range testenv.PidsOf(bin) {
@@ -61,11 +78,32 @@ func TestCellOutlivesItsSupervisors(t *testing.T) {
 		t.Fatal("the orphaned agent read outside its cell")
 	}
 
-	// The next run sweeps the orphan away.
-	next := exec.Command(bin, "--headless", "--report", "/dev/null", dir, "--", "true")
+	// The session is over, although its agent runs on.
+	list, err := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--init-groups",
+		"env", "HOME="+home, bin, "watch", "--list").CombinedOutput()
+	id := strings.TrimSuffix(filepath.Base(rec), ".jsonl")
+	if err != nil || !regexp.MustCompile(regexp.QuoteMeta(id)+`\s+ended \(agent-lock was killed`).Match(list) {
+		t.Errorf("watch --list does not show the killed session as ended: %v\n%s", err, list)
+	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("the killed session's TMPDIR is already gone: %v", err)
+	}
+
+	// The next run sweeps the orphan away, and says what it cleaned.
+	next := exec.Command(bin, "--headless", "--engine", engine, "--report", "/dev/null", dir, "--", "true")
 	next.Env = cmd.Env
-	if b, err := next.CombinedOutput(); err != nil {
+	b, err := next.CombinedOutput()
+	if err != nil {
 		t.Fatalf("next run: %v\n%s", err, b)
+	}
+	for _, want := range []string{"cleaned up after agent-lock " + strconv.Itoa(cmd.Process.Pid) + ", which was killed",
+		"its TMPDIR " + tmp + " removed"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the next run does not say %q:\n%s", want, b)
+		}
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("the killed session's TMPDIR %s is still there: %v", tmp, err)
 	}
 	n = lines(ticks)
 	time.Sleep(time.Second)

@@ -2,8 +2,11 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // AgentLockBin is the binary `make build` leaves, as the VM tests see it:
@@ -40,4 +43,44 @@ func ReportPath(t testing.TB, uid int) string {
 	os.Chmod(filepath.Dir(dir), 0o755)
 	os.Chown(dir, uid, uid)
 	return filepath.Join(dir, "report.jsonl")
+}
+
+// Engines are the engines `agent-lock doctor` proves on this kernel; a
+// test that runs under each fails where none works.
+func Engines(t testing.TB, bin string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range []string{"bpf-lsm", "landlock"} {
+		if exec.Command(bin, "doctor", "--engine", e).Run() == nil {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("agent-lock doctor proves no engine on this kernel")
+	}
+	return out
+}
+
+// NewestRecording is the most recently written recording in dir (a live
+// session's grows every second), waiting a little for one to appear.
+func NewestRecording(t testing.TB, dir string) string {
+	t.Helper()
+	var newest string
+	var when time.Time
+	for i := 0; i < 50 && newest == ""; i++ {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".jsonl") {
+				continue
+			}
+			if fi, err := e.Info(); err == nil && fi.ModTime().After(when) {
+				newest, when = filepath.Join(dir, e.Name()), fi.ModTime()
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if newest == "" {
+		t.Fatalf("no recording in %s", dir)
+	}
+	return newest
 }
