@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/profile"
@@ -108,6 +109,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return replay(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "watch":
 			return watch(ctx, args[1:], os.Stdin, stdout, stderr)
+		case "attach":
+			return attachCmd(ctx, args[1:], stdout, stderr)
+		case paneServerArg:
+			o, err := parse(args[1:])
+			if err != nil {
+				fmt.Fprintf(stderr, "agent-lock: %v\nRun 'agent-lock --help' for usage.\n", err)
+				return session.ExitFailed
+			}
+			o.serve = true
+			return run(ctx, o, stdout, stderr)
 		case "profiles":
 			return profiles(args[1:], stdout, stderr)
 		case "policy":
@@ -142,6 +153,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
+	o.args = args
 	return run(ctx, o, stdout, stderr)
 }
 
@@ -165,6 +177,14 @@ type options struct {
 	format       string
 	engine       string
 	help         bool
+	// The one-terminal session's: the key that flips between the agent's
+	// pane and the dashboard, and whether the session ends with the agent.
+	paneKey       string
+	exitWithAgent bool
+	// args are the arguments as given, for the session's own agent-lock;
+	// serve says this is it (paneServerArg).
+	args  []string
+	serve bool
 }
 
 // isPattern tells a --deny name pattern ('*.pem') from a path.
@@ -198,6 +218,8 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.reportPath, "report", "", "")
 	fs.StringVar(&o.format, "format", "", "")
 	fs.StringVar(&o.engine, "engine", "", "")
+	fs.StringVar(&o.paneKey, "pane-key", dashboard.DefaultFlipKey, "")
+	fs.BoolVar(&o.exitWithAgent, "exit-with-agent", false, "")
 	fs.Var(listFlag{&o.allowUnix}, "allow-unix", "")
 	fs.Var(listFlag{&o.passEnv}, "env", "")
 	fs.Var(listFlag{&o.allow}, "allow", "")
@@ -256,6 +278,9 @@ func parse(args []string) (options, error) {
 		// never offered.
 	default:
 		return o, fmt.Errorf("--engine %q: use auto, bpf-lsm or landlock", o.engine)
+	}
+	if err := dashboard.CheckFlipKey(o.paneKey); err != nil {
+		return o, fmt.Errorf("--pane-key: %w", err)
 	}
 	if o.format != "" && o.format != "json" && o.format != "text" {
 		return o, fmt.Errorf("--format %q: use json or text", o.format)

@@ -164,6 +164,8 @@ while :; do sleep 0.1; done`
 				dir, sudoEnv, bin, engine))
 			tm.waitFor("s:w", `2 escape attempts blocked`)
 			rec := newestRecording(t)
+			tm.tmux("send-keys", "-t", "s:w", "C-]")
+			tm.waitFor("s:w", `Escape attempts`)
 			tm.tmux("send-keys", "-t", "s:w", "q")
 			s := tm.waitFor("s:w", `session-exit=`)
 			r, err := testenv.ReadReport(rec)

@@ -124,6 +124,16 @@ type Writer interface {
 	Summary(Summary) error
 }
 
+// The escapes that agent-lock's pane refuses, not the kernel: the agent's
+// terminal is an emulator, and what the agent writes to the user's
+// clipboard through it (OSC 52), or asks of it, stays there.
+const (
+	OpClipboard     = "clipboard"
+	OpClipboardRead = "clipboard-read"
+	// ClipboardPath is what such an escape reached for.
+	ClipboardPath = "(terminal clipboard)"
+)
+
 // RecordType is the "type" of a JSON-lines record.
 type RecordType string
 
