@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"image/color"
+	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -185,9 +186,11 @@ func (p *Pane) writeInput() {
 func (p *Pane) Close() {
 	p.once.Do(func() {
 		close(p.done)
-		p.mu.Lock()
-		p.emu.Close()
-		p.mu.Unlock()
+		// The input pipe's writer, not the emulator's Close: that sets a
+		// flag its Read checks unlocked, while drainInput reads.
+		if w, ok := p.emu.InputPipe().(*io.PipeWriter); ok {
+			w.CloseWithError(io.EOF)
+		}
 	})
 }
 
