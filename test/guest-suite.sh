@@ -104,7 +104,7 @@ if [ "$engine" = landlock ]; then
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode|GitWorktree'
 	# The session's life at a terminal (^C, a closed terminal, the summary
 	# after q, the clean-up after a kill), under each engine doctor proves.
-	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|NextRunCleans'
+	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|NextRunCleans|OneTerminal|PaneWaits|HeadlessOnATerminal'
 	landlock_runners
 	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
 	# the host's audit on for its run and holds the engine to reporting

@@ -1,0 +1,212 @@
+package cli_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent-lock/agent-lock/test/testenv"
+)
+
+// The one-terminal session as a user lives it, in a real terminal (tmux),
+// under each engine this kernel runs: a jailed shell in the pane behaves as
+// in a plain terminal (commands, a full-screen pager, ^C, ^Z and fg), a
+// refused read shows in the live view, the agent's clipboard write and
+// title stay in the pane, a resize reflows both, the dashboard is a key
+// away, detach and attach from a second terminal bring the pane back, and
+// q ends it all.
+func TestOneTerminal(t *testing.T) {
+	bin, engs := lifecycleSetup(t)
+	for _, engine := range engs {
+		t.Run(engine, func(t *testing.T) {
+			root, dir := testenv.ProjectDir(t, uid)
+			secret(t, "id_rsa")
+			tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s PS1='pane$ ' %s --engine %s . -- bash --norc; echo session-exit=$?; sleep 600",
+				dir, sudoEnv, bin, engine))
+			tm.tmux("set-option", "-g", "set-clipboard", "on")
+			tm.tmux("resize-window", "-t", "s:w", "-x", "100", "-y", "30")
+			tm.waitFor("s:w", `(?s)pane\$.*JAILED`)
+
+			typed := func(keys, want string) string {
+				t.Helper()
+				tm.tmux("send-keys", "-t", "s:w", keys, "Enter")
+				return tm.waitFor("s:w", want)
+			}
+			typed("echo $((6*7))", `(?m)^42\s*$`)
+			// A full-screen program in the alternate screen, and back.
+			s := typed("less /etc/services", `tcpmux`)
+			if strings.Contains(s, "pane$ less") {
+				t.Errorf("less did not take the pane's screen:\n%s", s)
+			}
+			tm.tmux("send-keys", "-t", "s:w", "q")
+			tm.waitFor("s:w", `pane\$ less /etc/services\s*\n\s*pane\$`)
+			// ^C interrupts the foreground job; ^Z stops it and fg resumes it.
+			tm.tmux("send-keys", "-t", "s:w", "sleep 30", "Enter")
+			waitRunning(t, "^sleep 30$")
+			tm.tmux("send-keys", "-t", "s:w", "C-c")
+			waitGone(t, "^sleep 30$", 30*time.Second)
+			typed("echo rc=$?", `rc=130`)
+			tm.tmux("send-keys", "-t", "s:w", "sleep 31", "Enter")
+			waitRunning(t, "^sleep 31$")
+			tm.tmux("send-keys", "-t", "s:w", "C-z")
+			tm.waitFor("s:w", `Stopped\s+sleep 31`)
+			typed("fg", `(?m)^sleep 31\s*$`)
+			tm.tmux("send-keys", "-t", "s:w", "C-\\")
+			waitGone(t, "^sleep 31$", 30*time.Second)
+
+			// The refused read, in the pane and in the live view.
+			s = typed("cat ~/.ssh/id_rsa", `latest: .*blocked read cat\[\d+\] ~/\.ssh/id_rsa 🔥`)
+			if !strings.Contains(s, "Permission denied") {
+				t.Errorf("cat of the key was not refused in the pane:\n%s", s)
+			}
+
+			// The clipboard and the title stay in the pane; the clipboard
+			// write is reported.
+			typed(`printf '\033]52;c;%s\007\033]2;evil-title\007' $(printf LEAKED | base64); echo osc-done`, `title: evil-title`)
+			tm.waitFor("s:w", `latest: .*blocked clipboard bash\[\d+\] \(terminal clipboard\)`)
+			if out, err := exec.Command("tmux", "-S", tm.socket, "show-buffer").CombinedOutput(); err == nil || strings.Contains(string(out), "LEAKED") {
+				t.Errorf("the agent's OSC 52 reached the terminal's clipboard: %q", out)
+			}
+			if raw := tm.tmux("capture-pane", "-p", "-e", "-t", "s:w"); strings.Contains(raw, "\x1b]") {
+				t.Errorf("the agent's sequences reached the terminal:\n%q", raw)
+			}
+			if title := tm.tmux("display-message", "-p", "-t", "s:w", "#{pane_title}"); strings.Contains(title, "evil") {
+				t.Errorf("the agent set the terminal's title: %q", title)
+			}
+
+			// Resize: the agent's terminal follows, and the live view goes
+			// beside it on a wide terminal.
+			typed("echo s1=$(stty size)", `(?m)^s1=27 100\s*$`)
+			tm.tmux("resize-window", "-t", "s:w", "-x", "170", "-y", "45")
+			s = tm.waitFor("s:w", `Latest escapes`)
+			if !strings.Contains(s, "│") {
+				t.Errorf("at 170 columns the live view is not beside the pane:\n%s", s)
+			}
+			typed("echo s2=$(stty size)", `(?m)^s2=45 129\s`)
+			tm.tmux("resize-window", "-t", "s:w", "-x", "100", "-y", "30")
+			typed("echo s3=$(stty size)", `(?m)^s3=27 100\s*$`)
+
+			// The dashboard and back, the agent running on.
+			tm.tmux("send-keys", "-t", "s:w", "C-]")
+			tm.waitFor("s:w", `Escape attempts · \d+ paths`)
+			tm.waitFor("s:w", `1 read +~/\.ssh/id_rsa`)
+			tm.tmux("send-keys", "-t", "s:w", "C-]")
+			typed("echo back", `(?m)^back\s*$`)
+
+			// Detach; the session goes on; attach from a second terminal.
+			rec := newestRecording(t)
+			id := strings.TrimSuffix(filepath.Base(rec), ".jsonl")
+			tm.tmux("send-keys", "-t", "s:w", "C-]")
+			tm.waitFor("s:w", `Escape attempts`)
+			tm.tmux("send-keys", "-t", "s:w", "d")
+			s = tm.waitFor("s:w", `session-exit=0`)
+			if !strings.Contains(s, "detached") || !strings.Contains(s, "agent-lock attach "+id) {
+				t.Errorf("the detach does not say how to come back:\n%s", s)
+			}
+			if pids := running(`^bash --norc$`); len(pids) == 0 {
+				t.Fatal("the agent did not outlive the detach")
+			}
+			tm.tmux("new-window", "-t", "s", "-n", "a2", "sh", "-c",
+				fmt.Sprintf("setpriv --reuid=%d --regid=%d --init-groups env HOME=%s TERM=xterm-256color %s attach; echo attach-exit=$?; sleep 600", uid, uid, home, bin))
+			tm.waitFor("s:a2", `(?s)pane\$.*JAILED`)
+			tm.tmux("send-keys", "-t", "s:a2", "echo again-$((2+3))", "Enter")
+			tm.waitFor("s:a2", `(?m)^again-5\s`)
+
+			// q ends the session: the agent stopped, the summary printed.
+			tm.tmux("send-keys", "-t", "s:a2", "C-]")
+			tm.waitFor("s:a2", `Escape attempts`)
+			tm.tmux("send-keys", "-t", "s:a2", "q")
+			s = tm.waitFor("s:a2", `attach-exit=\d+`)
+			for _, want := range []string{"agent-lock session: JAILED", "~/.ssh/id_rsa 🔥", "recording: " + rec} {
+				if !strings.Contains(s, want) {
+					t.Errorf("after q the terminal lacks %q:\n%s", want, s)
+				}
+			}
+			waitGone(t, `^bash --norc$`, 30*time.Second)
+			r, err := testenv.ReadReport(rec)
+			if err != nil || r.Summary == nil {
+				t.Fatalf("the recording has no summary: %v", err)
+			}
+			clip := 0
+			for _, e := range r.Escapes {
+				if e.Op == "clipboard" {
+					clip++
+				}
+			}
+			if clip != 1 {
+				t.Errorf("the recording has %d clipboard escapes, want 1", clip)
+			}
+		})
+	}
+}
+
+// TestPaneWaitsAfterTheAgent: the agent exits, the pane says so and waits
+// for a key; with --exit-with-agent it does not.
+func TestPaneWaitsAfterTheAgent(t *testing.T) {
+	bin, engs := lifecycleSetup(t)
+	engine := engs[0]
+	root, dir := testenv.ProjectDir(t, uid)
+	tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --engine %s . -- sh -c 'echo agent-ran; exit 3'; echo session-exit=$?; "+
+		"env %s %s --exit-with-agent --engine %s . -- sh -c 'exit 4'; echo second-exit=$?; sleep 600",
+		dir, sudoEnv, bin, engine, sudoEnv, bin, engine))
+	s := tm.waitFor("s:w", `the agent has exited \(exit 3\): press any`)
+	if !strings.Contains(s, "agent-ran") {
+		t.Errorf("the pane does not show what the agent wrote before it exited:\n%s", s)
+	}
+	tm.tmux("send-keys", "-t", "s:w", "x")
+	s = tm.waitFor("s:w", `second-exit=\d+`)
+	for _, want := range []string{"session-exit=3", "second-exit=4", "agent-lock session: JAILED"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the terminal lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+// TestHeadlessOnATerminal: --headless leaves the terminal to the agent and
+// writes nothing over its screen while it runs; one summary after.
+func TestHeadlessOnATerminal(t *testing.T) {
+	bin, engs := lifecycleSetup(t)
+	for _, engine := range engs {
+		t.Run(engine, func(t *testing.T) {
+			root, dir := testenv.ProjectDir(t, uid)
+			secret(t, "id_rsa")
+			tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --headless --engine %s . -- sh -c 'cat ~/.ssh/id_rsa 2>/dev/null; sleep 2; echo agent-output-end'; echo session-exit=$?; sleep 600",
+				dir, sudoEnv, bin, engine))
+			s := tm.waitFor("s:w", `session-exit=\d+`)
+			before, after, ok := strings.Cut(s, "agent-output-end")
+			if !ok {
+				t.Fatalf("the agent's output is not on the terminal:\n%s", s)
+			}
+			if strings.Contains(before, "id_rsa") || strings.Contains(before, "BLOCKED") {
+				t.Errorf("agent-lock wrote over the agent's screen while it ran:\n%s", before)
+			}
+			for _, want := range []string{"agent-lock session: JAILED", "~/.ssh/id_rsa 🔥", "session recorded in"} {
+				if !strings.Contains(after, want) {
+					t.Errorf("the summary after the agent exits lacks %q:\n%s", want, after)
+				}
+			}
+			if n := len(regexp.MustCompile(`agent-lock session:`).FindAllString(after, -1)); n != 1 {
+				t.Errorf("%d summaries, want one:\n%s", n, after)
+			}
+		})
+	}
+}
+
+// secret puts a key the agent will reach for in the test user's ~/.ssh.
+func secret(t *testing.T, name string) {
+	t.Helper()
+	ssh := filepath.Join(home, ".ssh")
+	os.MkdirAll(ssh, 0o700)
+	p := filepath.Join(ssh, name)
+	if err := os.WriteFile(p, []byte("KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{ssh, p} {
+		os.Chown(f, uid, uid)
+	}
+}
