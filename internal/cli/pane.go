@@ -421,7 +421,10 @@ func (h *hub) attach(c *attach.Client, done chan<- dashboard.Exit) {
 	p := tea.NewProgram(h.model, tea.WithInput(c.In), tea.WithOutput(c.Out), tea.WithEnvironment(c.Env),
 		// The session's signals are the session's (SIGTERM ends it),
 		// not the dashboard's.
-		tea.WithoutSignalHandler())
+		tea.WithoutSignalHandler(),
+		// A frame every 8 ms, Bubble Tea's most: a key's echo waits for
+		// the next frame.
+		tea.WithFPS(120))
 	h.mu.Lock()
 	h.p = p
 	h.mu.Unlock()

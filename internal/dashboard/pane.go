@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	tea "charm.land/bubbletea/v2"
 	uv "github.com/charmbracelet/ultraviolet"
@@ -32,6 +33,9 @@ type Clipboard struct {
 // does not read its input, and an agent must not grow agent-lock's memory
 // by asking.
 const maxPaneInput = 1 << 20
+
+// maxPaneOutput bounds the agent's output read and not yet drawn.
+const maxPaneOutput = 4 << 20
 
 // Pane is the agent's terminal: the master side of a pseudo-terminal
 // agent-lock owns, read into a terminal emulator (x/vt). Everything the
@@ -69,6 +73,13 @@ type Pane struct {
 		cursor  *tea.Cursor
 	}
 
+	// The agent's output not yet parsed (readOutput, parseOutput).
+	outMu   sync.Mutex
+	out     []byte
+	outEnd  bool
+	outWake chan struct{}
+	outRoom chan struct{}
+
 	inMu   sync.Mutex
 	in     []byte
 	inWake chan struct{}
@@ -81,12 +92,15 @@ type Pane struct {
 // of which is passed on).
 func NewPane(master *os.File, w, h int, clipboard func(Clipboard)) *Pane {
 	p := &Pane{pty: master, emu: vt.NewEmulator(max(w, 1), max(h, 1)), modes: map[ansi.Mode]bool{},
-		inWake: make(chan struct{}, 1), done: make(chan struct{})}
+		inWake: make(chan struct{}, 1), outWake: make(chan struct{}, 1), outRoom: make(chan struct{}, 1), done: make(chan struct{})}
 	p.emu.SetCallbacks(vt.Callbacks{
 		Title:       func(s string) { p.title = s },
 		EnableMode:  func(m ansi.Mode) { p.modes[m] = true },
 		DisableMode: func(m ansi.Mode) { delete(p.modes, m) },
 	})
+	// No scrollback is shown: one line, the least it keeps, so that a
+	// scroll costs no shift of ten thousand lines.
+	p.emu.SetScrollbackSize(1)
 	p.emu.RegisterOscHandler(52, func(data []byte) bool {
 		if clipboard != nil {
 			clipboard(parseOSC52(data))
@@ -113,28 +127,137 @@ func parseOSC52(data []byte) Clipboard {
 // input (the user's keys, the answers to the agent's queries) to the
 // agent. They end at Close, or when the terminal is gone.
 func (p *Pane) Start(send func(tea.Msg)) {
-	go p.readOutput(send)
+	go p.readOutput()
+	go p.parseOutput(send)
 	go p.drainInput()
 	go p.writeInput()
 }
 
-func (p *Pane) readOutput(send func(tea.Msg)) {
+// readOutput takes the agent's output as fast as it comes; parseOutput
+// feeds the emulator all that has come since it last did. When the
+// emulator lags (a large cat), what it gets at once grows, and with it what
+// skipScrolled can leave out. At maxPaneOutput waiting bytes the reader
+// waits: the agent's writes block, as on any terminal that is behind.
+func (p *Pane) readOutput() {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := p.pty.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			p.emu.Write(buf[:n])
-			p.mu.Unlock()
-			p.version.Add(1)
-			if !p.dirty.Swap(true) {
-				send(PaneMsg{})
+		p.outMu.Lock()
+		for n > 0 && len(p.out) >= maxPaneOutput && !p.closing() {
+			p.outMu.Unlock()
+			select {
+			case <-p.outRoom:
+			case <-p.done:
 			}
+			p.outMu.Lock()
+		}
+		p.out = append(p.out, buf[:n]...)
+		p.outEnd = err != nil
+		p.outMu.Unlock()
+		select {
+		case p.outWake <- struct{}{}:
+		default:
 		}
 		if err != nil {
 			return // EIO: the agent and all it started closed the terminal
 		}
 	}
+}
+
+func (p *Pane) parseOutput(send func(tea.Msg)) {
+	var b []byte
+	for {
+		select {
+		case <-p.outWake:
+		case <-p.done:
+			return
+		}
+		p.outMu.Lock()
+		b, p.out = p.out, b[:0]
+		end := p.outEnd
+		p.outMu.Unlock()
+		select {
+		case p.outRoom <- struct{}{}:
+		default:
+		}
+		if len(b) > 0 {
+			p.mu.Lock()
+			h := p.emu.Height()
+			p.mu.Unlock()
+			// A slice at a time: keys and the screen's drawing wait for
+			// the emulator no longer than one takes.
+			for rest := skipScrolled(b, h+1); len(rest) > 0; {
+				n := min(len(rest), 16<<10)
+				p.mu.Lock()
+				p.emu.Write(rest[:n])
+				p.mu.Unlock()
+				rest = rest[n:]
+			}
+			p.version.Add(1)
+			if !p.dirty.Swap(true) {
+				send(PaneMsg{})
+			}
+		}
+		if end {
+			return
+		}
+	}
+}
+
+func (p *Pane) closing() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// skipScrolled drops from a chunk of the agent's output the lines that would
+// scroll off a screen of h rows before anyone could see them: each line the
+// emulator scrolls costs it a copy of the whole screen, and `cat` of a large
+// file would scroll it hundreds of thousands of times. It keeps the chunk's
+// first line (whatever sequence the previous chunk left unfinished ends
+// there, or swallows the rest as before), and its last h lines; the lines
+// between, when they are plain text (printable UTF-8, tabs, backspaces,
+// carriage returns, line feeds: nothing that sets a mode, a colour or a
+// cursor) and end with "\r\n", become h of "\r\n": the screen scrolls
+// as far, the cursor ends in the same column, and what was drawn is gone
+// either way.
+func skipScrolled(b []byte, h int) []byte {
+	if h < 1 || bytes.Count(b, []byte{'\n'}) < 3*h {
+		return b
+	}
+	first := bytes.IndexByte(b, '\n') + 1
+	cut := len(b)
+	for range h {
+		cut = bytes.LastIndexByte(b[:cut], '\n')
+	}
+	// The middle is b[first:cut+1]: it ends with the line feed at cut.
+	if cut-first < 1 || b[cut-1] != '\r' || bytes.Count(b[first:cut+1], []byte{'\n'}) < h || !plainText(b[first:cut+1]) {
+		return b
+	}
+	out := make([]byte, 0, first+2*h+len(b)-cut-1)
+	out = append(out, b[:first]...)
+	out = append(out, bytes.Repeat([]byte("\r\n"), h)...)
+	return append(out, b[cut+1:]...)
+}
+
+// plainText reports whether b is text that only prints: valid UTF-8 with
+// no control character but tab, backspace, carriage return and line feed
+// (no escape, no C1 control, no DEL).
+func plainText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		switch {
+		case r == '\t', r == '\b', r == '\r', r == '\n':
+		case r < 0x20, r >= 0x7f && r <= 0x9f:
+			return false
+		}
+	}
+	return true
 }
 
 // drainInput takes what the emulator has for the agent as soon as it is

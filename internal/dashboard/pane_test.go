@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/term"
+	"github.com/charmbracelet/x/vt"
 	"github.com/creack/pty"
 
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -313,5 +316,67 @@ func TestGoldenPaneViews(t *testing.T) {
 				t.Errorf("the cursor is not the agent's (2, 2): %+v", c)
 			}
 		})
+	}
+}
+
+// skipScrolled changes nothing that can be seen: the same stream, fed in
+// the same chunks, leaves the same screen and cursor with and without it,
+// whatever the lines (long ones that wrap, tabs, wide characters, a colour
+// set before and reset after, a title split across chunks), and it does
+// skip the lines that scroll away.
+func TestSkipScrolledChangesNothingSeen(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	words := []string{"go", "build", "ok", "\t", "世界", "ｗｉｄｅ", "e\u0301", "0123456789", strings.Repeat("x", 150)}
+	skipped := false
+	for round := range 60 {
+		var sb strings.Builder
+		if round%3 == 0 {
+			sb.WriteString("\x1b[1;32m")
+		}
+		if round%5 == 0 {
+			sb.WriteString("\x1b]2;a title that spans\r\nlines\x07")
+		}
+		for range 40 + rnd.IntN(400) {
+			for range rnd.IntN(6) {
+				sb.WriteString(words[rnd.IntN(len(words))] + " ")
+			}
+			if round%4 == 1 {
+				// A program in raw mode: its line feeds return no carriage.
+				sb.WriteString("\n")
+			} else {
+				sb.WriteString("\r\n")
+			}
+		}
+		if round%3 == 0 {
+			sb.WriteString("\x1b[m")
+		}
+		sb.WriteString("prompt$ ")
+		stream := []byte(sb.String())
+		w, h := 20+rnd.IntN(100), 3+rnd.IntN(40)
+		plain, fast := vt.NewEmulator(w, h), vt.NewEmulator(w, h)
+		for _, e := range []*vt.Emulator{plain, fast} {
+			go io.Copy(io.Discard, e)
+		}
+		for i := 0; i < len(stream); {
+			n := min(len(stream)-i, 1+rnd.IntN(4096))
+			chunk := stream[i : i+n]
+			plain.Write(chunk)
+			short := skipScrolled(chunk, fast.Height()+1)
+			skipped = skipped || len(short) < len(chunk)
+			fast.Write(short)
+			i += n
+		}
+		if plain.Render() != fast.Render() || plain.CursorPosition() != fast.CursorPosition() {
+			t.Fatalf("round %d (%dx%d): the screens differ:\n--- every line\n%s\n--- skipped\n%s\ncursor %v, %v",
+				round, w, h, plain.String(), fast.String(), plain.CursorPosition(), fast.CursorPosition())
+		}
+	}
+	if !skipped {
+		t.Error("no chunk was shortened: the test proves nothing")
+	}
+	// Not plain text: left alone.
+	esc := []byte(strings.Repeat("line\x1b[K\r\n", 300))
+	if got := skipScrolled(esc, 25); len(got) != len(esc) {
+		t.Error("a chunk with escape sequences was shortened")
 	}
 }
