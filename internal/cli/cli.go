@@ -29,6 +29,7 @@ const usage = `agent-lock: jail an AI coding agent in one directory, with BPF-LS
 Usage:
   sudo agent-lock [flags] [DIR] [-- COMMAND [ARG...]]
   sudo agent-lock doctor [--engine E]
+  agent-lock attach [SESSION]
   agent-lock watch [--list] [SESSION]
   agent-lock replay [--fast] FILE
   agent-lock profiles
@@ -47,8 +48,12 @@ Flags:
                      (weaker: see agent-lock doctor for what it leaves open)
   --audit            allow everything, report what would have been refused
                      (bpf-lsm only)
-  --headless         no dashboard: the agent keeps the terminal (for
-                     interactive agents; watch it with agent-lock watch)
+  --headless         no pane: the agent has the terminal itself, nothing is
+                     written over its screen, one summary after it exits
+                     (watch it with agent-lock watch)
+  --pane-key KEY     the key that flips between the agent's pane and the
+                     dashboard (default ctrl+]; e.g. ctrl+^, alt+a, f12)
+  --exit-with-agent  end when the agent exits, without waiting for a key
   --report FILE      where reports go (default: standard error with --headless
                      or off a terminal; the dashboard and the recording always)
   --format json|text report format (default: json with --report, text on a terminal)
@@ -87,10 +92,13 @@ flags. A project's file may only deny, unless you trusted it as it is
 (agent-lock trust DIR; a file changed since is refused, with what changed).
 agent-lock policy prints the effective cell.
 
-On a terminal the dashboard owns it and the agent's output goes to a log;
-q stops the agent. Every session is recorded (JSON lines) in
-~/.local/state/agent-lock/ (or $XDG_STATE_HOME/agent-lock/), where
-agent-lock watch finds running sessions and agent-lock replay plays them.
+On a terminal the agent runs in a pane, interactive, beside the cell's live
+view; ctrl+] flips to the dashboard (escapes, detail, c copy), where d
+detaches (agent-lock attach brings the pane back, from any terminal) and q
+ends the session. The agent's escape sequences stay in its pane. Every
+session is recorded (JSON lines) in ~/.local/state/agent-lock/ (or
+$XDG_STATE_HOME/agent-lock/), where agent-lock watch finds running sessions
+and agent-lock replay plays them.
 
 Exit status: the agent's; 125 if agent-lock failed, 126 if COMMAND could not
 be executed, 127 if it was not found.
