@@ -186,8 +186,15 @@ func servePane(ctx context.Context, o options, opts session.Options, writers []r
 		return fail(err)
 	}
 	defer ln.Close()
+	var reports *paneReports
 	ln.Refuse = func(pid int) error {
-		if in, err := session.InCell(pid); in || err != nil {
+		in, err := session.InCell(pid)
+		if in && reports != nil {
+			// Where the engine lets the agent connect to the socket
+			// (Landlock before ABI 9), this is the refusal, and an escape.
+			reports.escape(report.OpAttach, ln.Path(), pid, "a process of a cell may not attach to a session")
+		}
+		if in || err != nil {
 			return errors.New("a process in an agent-lock cell cannot attach to a session")
 		}
 		return nil
@@ -214,7 +221,7 @@ func servePane(ctx context.Context, o options, opts session.Options, writers []r
 		return fail(fmt.Errorf("give the agent its terminal: %w", err))
 	}
 
-	reports := &paneReports{w: report.Tee(writers...), master: master}
+	reports = &paneReports{w: report.Tee(writers...), master: master}
 	pane := dashboard.NewPane(master, 80, 24, reports.clipboard)
 	m := dashboard.New(dashboard.Options{Home: agent.Home, Pane: pane, FlipKey: o.paneKey, ExitWithAgent: o.exitWithAgent})
 	h := &hub{model: m}
@@ -485,14 +492,23 @@ func (r *paneReports) Summary(s report.Summary) error {
 // clipboard reports an OSC 52 of the agent's: by the process that held the
 // terminal's foreground, which wrote it or ran what did.
 func (r *paneReports) clipboard(c dashboard.Clipboard) {
-	e := report.Event{Time: time.Now(), Op: report.OpClipboard, Path: report.ClipboardPath,
-		Verdict: report.Blocked, Rule: "the pane keeps the terminal's clipboard"}
+	op := report.OpClipboard
 	if c.Read {
-		e.Op = report.OpClipboardRead
+		op = report.OpClipboardRead
 	}
-	if pg, err := unix.IoctlGetInt(int(r.master.Fd()), unix.TIOCGPGRP); err == nil && pg > 0 {
-		e.PID, e.TID = uint32(pg), uint32(pg)
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pg)); err == nil {
+	pg, err := unix.IoctlGetInt(int(r.master.Fd()), unix.TIOCGPGRP)
+	if err != nil {
+		pg = 0
+	}
+	r.escape(op, report.ClipboardPath, pg, "the pane keeps the terminal's clipboard")
+}
+
+// escape reports what agent-lock itself refused the agent's process pid.
+func (r *paneReports) escape(op, path string, pid int, rule string) {
+	e := report.Event{Time: time.Now(), Op: op, Path: path, Verdict: report.Blocked, Rule: rule}
+	if pid > 0 {
+		e.PID, e.TID = uint32(pid), uint32(pid)
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
 			e.Comm = strings.TrimSpace(string(b))
 		}
 	}

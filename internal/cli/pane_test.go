@@ -97,9 +97,23 @@ func TestOneTerminal(t *testing.T) {
 			tm.tmux("send-keys", "-t", "s:w", "C-]")
 			typed("echo back", `(?m)^back\s*$`)
 
-			// Detach; the session goes on; attach from a second terminal.
+			// The agent may not attach to its own session's socket (the
+			// kernel refuses the connect, or, where Landlock lets it
+			// through, the session does); either way it is reported.
 			rec := newestRecording(t)
 			id := strings.TrimSuffix(filepath.Base(rec), ".jsonl")
+			sock := strings.TrimSuffix(rec, ".jsonl") + ".sock"
+			os.WriteFile(filepath.Join(dir, "attach.py"), []byte(`import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(b'{"hello":{"env":[]}}\n')
+    print("reply", s.recv(4096))
+except OSError as e:
+    print("refused", e)
+`), 0o644)
+			typed("python3 attach.py "+sock+"; echo attach-tried", `(?m)^attach-tried`)
+			typed("echo still-mine", `(?m)^still-mine\s`)
 			tm.tmux("send-keys", "-t", "s:w", "C-]")
 			tm.waitFor("s:w", `Escape attempts`)
 			tm.tmux("send-keys", "-t", "s:w", "d")
@@ -131,14 +145,20 @@ func TestOneTerminal(t *testing.T) {
 			if err != nil || r.Summary == nil {
 				t.Fatalf("the recording has no summary: %v", err)
 			}
-			clip := 0
+			clip, attach := 0, 0
 			for _, e := range r.Escapes {
-				if e.Op == "clipboard" {
+				switch {
+				case e.Op == "clipboard":
 					clip++
+				case (e.Op == "attach" || e.Op == "connect") && e.Path == sock:
+					attach++
 				}
 			}
 			if clip != 1 {
 				t.Errorf("the recording has %d clipboard escapes, want 1", clip)
+			}
+			if attach == 0 {
+				t.Errorf("the agent's attempt to attach to %s is not in the recording", sock)
 			}
 		})
 	}
