@@ -276,7 +276,7 @@ func servePane(ctx context.Context, o options, opts session.Options, writers []r
 	}()
 
 	ended, uiRunning := false, true
-	// finish ends a terminal's view, if one is attached and running.
+	// stopUI ends the attached terminal's dashboard, if it runs.
 	stopUI := func(kill bool) {
 		if uiRunning {
 			h.stop(kill)
@@ -338,7 +338,13 @@ func servePane(ctx context.Context, o options, opts session.Options, writers []r
 			}
 		case <-sessionDone:
 			sessionDone, ended = nil, true
-			if client != nil {
+			switch {
+			case client != nil && ctx.Err() != nil:
+				// Told to end (SIGTERM): no waiting for a key.
+				stopUI(false)
+				client.End(attach.End{Text: paneSummary(m, runErr, code, warns, recPath, owner, agent.Home), Code: exitCode(code, runErr)})
+				client = nil
+			case client != nil:
 				h.Send(dashboard.EndMsg{Err: runErr})
 			}
 		}
