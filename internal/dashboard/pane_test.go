@@ -328,7 +328,7 @@ func TestSkipScrolledChangesNothingSeen(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	words := []string{"go", "build", "ok", "\t", "世界", "ｗｉｄｅ", "e\u0301", "0123456789", strings.Repeat("x", 150)}
 	skipped := false
-	for round := range 60 {
+	for round := range 30 {
 		var sb strings.Builder
 		if round%3 == 0 {
 			sb.WriteString("\x1b[1;32m")
@@ -336,7 +336,7 @@ func TestSkipScrolledChangesNothingSeen(t *testing.T) {
 		if round%5 == 0 {
 			sb.WriteString("\x1b]2;a title that spans\r\nlines\x07")
 		}
-		for range 40 + rnd.IntN(400) {
+		for range 40 + rnd.IntN(200) {
 			for range rnd.IntN(6) {
 				sb.WriteString(words[rnd.IntN(len(words))] + " ")
 			}
