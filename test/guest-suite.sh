@@ -105,7 +105,7 @@ if [ "$engine" = landlock ]; then
 	# The session's life at a terminal (^C, a closed terminal, the summary
 	# after q, the clean-up after a kill, the one-terminal pane, --headless
 	# on a terminal), under each engine doctor proves.
-	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|NextRunCleans|OneTerminal|PaneWaits|HeadlessOnATerminal'
+	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|NextRunCleans|OneTerminal|ExitWithAgent|HeadlessOnATerminal'
 	landlock_runners
 	# The one-terminal pane's benchmark at toy sizes (natively: it needs
 	# no BPF LSM and its numbers are the host's): it must keep working.

@@ -20,7 +20,7 @@ import (
 // refused read shows in the live view, the agent's clipboard write and
 // title stay in the pane, a resize reflows both, the dashboard is a key
 // away, detach and attach from a second terminal bring the pane back, and
-// q ends it all.
+// when the agent exits the pane says so and waits for a key.
 func TestOneTerminal(t *testing.T) {
 	bin, engs := paneSetup(t)
 	for _, engine := range engs {
@@ -139,17 +139,19 @@ except OSError as e:
 			tm.tmux("send-keys", "-t", "s:a2", "echo again-$((2+3))", "Enter")
 			tm.waitFor("s:a2", `(?m)^again-5\s`)
 
-			// q ends the session: the agent stopped, the summary printed.
-			tm.tmux("send-keys", "-t", "s:a2", "C-]")
-			tm.waitFor("s:a2", `Escape attempts`)
-			tm.tmux("send-keys", "-t", "s:a2", "q")
+			// The agent exits: the pane says so and waits for a key, then
+			// the summary (q in the dashboard is TestLiveDashboardAndWatch's
+			// and TestSummaryAfterQIsTheRecordings').
+			tm.tmux("send-keys", "-t", "s:a2", "exit 3", "Enter")
+			tm.waitFor("s:a2", `the agent has exited \(exit 3\): press any`)
+			waitGone(t, `^bash --norc$`, 30*time.Second)
+			tm.tmux("send-keys", "-t", "s:a2", "x")
 			s = tm.waitFor("s:a2", `attach-exit=\d+`)
-			for _, want := range []string{"agent-lock session: JAILED", "~/.ssh/id_rsa 🔥", "recording: " + rec} {
+			for _, want := range []string{"agent-lock session: JAILED", "~/.ssh/id_rsa 🔥", "recording: " + rec, "attach-exit=3"} {
 				if !strings.Contains(s, want) {
-					t.Errorf("after q the terminal lacks %q:\n%s", want, s)
+					t.Errorf("after the agent's exit the terminal lacks %q:\n%s", want, s)
 				}
 			}
-			waitGone(t, `^bash --norc$`, 30*time.Second)
 			r, err := testenv.ReadReport(rec)
 			if err != nil || r.Summary == nil {
 				t.Fatalf("the recording has no summary: %v", err)
@@ -178,22 +180,15 @@ except OSError as e:
 	}
 }
 
-// TestPaneWaitsAfterTheAgent: the agent exits, the pane says so and waits
-// for a key; with --exit-with-agent it does not.
-func TestPaneWaitsAfterTheAgent(t *testing.T) {
+// TestExitWithAgent: with --exit-with-agent the session ends with the
+// agent, no key asked for (without, TestOneTerminal's pane waits).
+func TestExitWithAgent(t *testing.T) {
 	bin, engs := paneSetup(t)
-	engine := engs[0]
 	root, dir := testenv.ProjectDir(t, uid)
-	tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --engine %s . -- sh -c 'echo agent-ran; exit 3'; echo session-exit=$?; "+
-		"env %s %s --exit-with-agent --engine %s . -- sh -c 'exit 4'; echo second-exit=$?; sleep 600",
-		dir, sudoEnv, bin, engine, sudoEnv, bin, engine))
-	s := tm.waitFor("s:w", `the agent has exited \(exit 3\): press any`)
-	if !strings.Contains(s, "agent-ran") {
-		t.Errorf("the pane does not show what the agent wrote before it exited:\n%s", s)
-	}
-	tm.tmux("send-keys", "-t", "s:w", "x")
-	s = tm.waitFor("s:w", `second-exit=\d+`)
-	for _, want := range []string{"session-exit=3", "second-exit=4", "agent-lock session: JAILED"} {
+	tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --exit-with-agent --engine %s . -- sh -c 'echo agent-ran; exit 4'; echo session-exit=$?; sleep 600",
+		dir, sudoEnv, bin, engs[0]))
+	s := tm.waitFor("s:w", `session-exit=\d+`)
+	for _, want := range []string{"session-exit=4", "agent-lock session: JAILED"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the terminal lacks %q:\n%s", want, s)
 		}
