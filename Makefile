@@ -32,7 +32,7 @@ BENCH_VMTEST_FLAGS ?= -timeout=30m -parallel=2 -kernels=bookworm,forky,trixie
 DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
-.PHONY: test build test-bins agents unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean screenshot
+.PHONY: test build test-bins agents unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean screenshot bench-pane
 
 test:
 	$(MAKE) deps
@@ -69,7 +69,7 @@ build:
 # Test binaries live at .build/tests/<package path>.test so the guest can
 # run each from its package directory.
 test-bins:
-	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench
+	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench $(BUILD)/panebench
 	@for pkg in $(VM_TEST_PKGS); do \
 		dir=$${pkg#./}; \
 		if ! compgen -G "$$dir/*_test.go" >/dev/null; then \
@@ -78,7 +78,7 @@ test-bins:
 		echo "$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir"; \
 		$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir; \
 	done
-	@for runner in adversary realwork bench; do \
+	@for runner in adversary realwork bench panebench; do \
 		if [ "$$($(GO) list -f '{{.Name}}' ./test/$$runner 2>/dev/null)" = main ]; then \
 			echo "$(GO) build -o $(BUILD)/$$runner ./test/$$runner"; \
 			$(GO) build -o $(BUILD)/$$runner ./test/$$runner; \
@@ -111,6 +111,12 @@ SCREENSHOT_DEPS := librsvg2-bin fonts-jetbrains-mono fonts-noto-color-emoji
 screenshot: build
 	@$(call apt_install,$(SCREENSHOT_DEPS))
 	bash test/screenshot.sh docs/dashboard.png
+
+# What the one-terminal pane costs a terminal user: cat of 20 MB and key
+# echo, in the pane against plain tmux (see test/panebench). Natively, as
+# root; not part of make test, which runs it as a smoke test natively.
+bench-pane: build test-bins
+	$(BUILD)/panebench -agent-lock $(BUILD)/agent-lock $(PANEBENCH_FLAGS)
 
 adversary: build
 	$(GO) build -o $(BUILD)/adversary ./test/adversary

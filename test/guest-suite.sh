@@ -34,7 +34,7 @@ step() {
 		echo "guest-suite: FAIL $name (exit $rc)"
 		failed+=("$name")
 		recap+=("--- $name (exit $rc):")
-		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^panic:|^(adversary|realwork|bench|worker): ' "$log" | head -40)
+		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^panic:|^(adversary|realwork|bench|panebench|worker): ' "$log" | head -40)
 	fi
 	rm -f "$log"
 }
@@ -103,9 +103,19 @@ if [ "$engine" = landlock ]; then
 	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe'
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode|GitWorktree|Outlives'
 	# The session's life at a terminal (^C, a closed terminal, the summary
-	# after q, the clean-up after a kill), under each engine doctor proves.
-	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ'
+	# after q, the clean-up after a kill, the one-terminal pane, --headless
+	# on a terminal), under each engine doctor proves.
+	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|OneTerminal|ExitWithAgent|HeadlessOnATerminal'
 	landlock_runners
+	# The one-terminal pane's benchmark at toy sizes (natively: it needs
+	# no BPF LSM and its numbers are the host's): it must keep working.
+	if [ "${AGENT_LOCK_NATIVE:-}" = 1 ]; then
+		if [ -x .build/panebench ]; then
+			step panebench-smoke .build/panebench -smoke -agent-lock .build/agent-lock -engine landlock
+		else
+			echo "guest-suite: SKIP panebench-smoke (.build/panebench not built)"
+		fi
+	fi
 	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
 	# the host's audit on for its run and holds the engine to reporting
 	# what they cover (mkdir, unlink, rename, signals, ...).

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/profile"
@@ -28,6 +29,7 @@ const usage = `agent-lock: jail an AI coding agent in one directory, with BPF-LS
 Usage:
   sudo agent-lock [flags] [DIR] [-- COMMAND [ARG...]]
   sudo agent-lock doctor [--engine E]
+  agent-lock attach [SESSION]
   agent-lock watch [--list] [SESSION]
   agent-lock replay [--fast] FILE
   agent-lock profiles
@@ -46,8 +48,12 @@ Flags:
                      (weaker: see agent-lock doctor for what it leaves open)
   --audit            allow everything, report what would have been refused
                      (bpf-lsm only)
-  --headless         no dashboard: the agent keeps the terminal (for
-                     interactive agents; watch it with agent-lock watch)
+  --headless         no pane: the agent has the terminal itself, nothing is
+                     written over its screen, one summary after it exits
+                     (watch it with agent-lock watch)
+  --pane-key KEY     the key that flips between the agent's pane and the
+                     dashboard (default ctrl+]; e.g. ctrl+^, alt+a, f12)
+  --exit-with-agent  end when the agent exits, without waiting for a key
   --report FILE      where reports go (default: standard error with --headless
                      or off a terminal; the dashboard and the recording always)
   --format json|text report format (default: json with --report, text on a terminal)
@@ -86,10 +92,13 @@ flags. A project's file may only deny, unless you trusted it as it is
 (agent-lock trust DIR; a file changed since is refused, with what changed).
 agent-lock policy prints the effective cell.
 
-On a terminal the dashboard owns it and the agent's output goes to a log;
-q stops the agent. Every session is recorded (JSON lines) in
-~/.local/state/agent-lock/ (or $XDG_STATE_HOME/agent-lock/), where
-agent-lock watch finds running sessions and agent-lock replay plays them.
+On a terminal the agent runs in a pane, interactive, beside the cell's live
+view; ctrl+] flips to the dashboard (escapes, detail, c copy), where d
+detaches (agent-lock attach brings the pane back, from any terminal) and q
+ends the session. The agent's escape sequences stay in its pane. Every
+session is recorded (JSON lines) in ~/.local/state/agent-lock/ (or
+$XDG_STATE_HOME/agent-lock/), where agent-lock watch finds running sessions
+and agent-lock replay plays them.
 
 Exit status: the agent's; 125 if agent-lock failed, 126 if COMMAND could not
 be executed, 127 if it was not found.
@@ -108,6 +117,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return replay(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "watch":
 			return watch(ctx, args[1:], os.Stdin, stdout, stderr)
+		case "attach":
+			return attachCmd(ctx, args[1:], stdout, stderr)
+		case paneServerArg:
+			o, err := parse(args[1:])
+			if err != nil {
+				fmt.Fprintf(stderr, "agent-lock: %v\nRun 'agent-lock --help' for usage.\n", err)
+				return session.ExitFailed
+			}
+			o.serve = true
+			return run(ctx, o, stdout, stderr)
 		case "profiles":
 			return profiles(args[1:], stdout, stderr)
 		case "policy":
@@ -142,6 +161,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
+	o.args = args
 	return run(ctx, o, stdout, stderr)
 }
 
@@ -165,6 +185,14 @@ type options struct {
 	format       string
 	engine       string
 	help         bool
+	// The one-terminal session's: the key that flips between the agent's
+	// pane and the dashboard, and whether the session ends with the agent.
+	paneKey       string
+	exitWithAgent bool
+	// args are the arguments as given, for the session's own agent-lock;
+	// serve says this is it (paneServerArg).
+	args  []string
+	serve bool
 }
 
 // isPattern tells a --deny name pattern ('*.pem') from a path.
@@ -198,6 +226,8 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.reportPath, "report", "", "")
 	fs.StringVar(&o.format, "format", "", "")
 	fs.StringVar(&o.engine, "engine", "", "")
+	fs.StringVar(&o.paneKey, "pane-key", dashboard.DefaultFlipKey, "")
+	fs.BoolVar(&o.exitWithAgent, "exit-with-agent", false, "")
 	fs.Var(listFlag{&o.allowUnix}, "allow-unix", "")
 	fs.Var(listFlag{&o.passEnv}, "env", "")
 	fs.Var(listFlag{&o.allow}, "allow", "")
@@ -256,6 +286,9 @@ func parse(args []string) (options, error) {
 		// never offered.
 	default:
 		return o, fmt.Errorf("--engine %q: use auto, bpf-lsm or landlock", o.engine)
+	}
+	if err := dashboard.CheckFlipKey(o.paneKey); err != nil {
+		return o, fmt.Errorf("--pane-key: %w", err)
 	}
 	if o.format != "" && o.format != "json" && o.format != "text" {
 		return o, fmt.Errorf("--format %q: use json or text", o.format)

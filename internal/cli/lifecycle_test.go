@@ -136,7 +136,12 @@ func TestSummaryAfterQIsTheRecordings(t *testing.T) {
 			os.MkdirAll(ssh, 0o700)
 			os.Chown(ssh, uid, uid)
 			for i := 0; i < 10; i++ {
-				os.WriteFile(filepath.Join(ssh, fmt.Sprintf("k%d", i)), []byte("KEY\n"), 0o600)
+				// The user's own keys: a root-owned one is refused by its
+				// mode before any LSM is asked, and the BPF LSM, asked
+				// nothing, reports nothing.
+				k := filepath.Join(ssh, fmt.Sprintf("k%d", i))
+				os.WriteFile(k, []byte("KEY\n"), 0o600)
+				os.Chown(k, uid, uid)
 			}
 			script := `trap 'for i in 0 1 2 3 4 5 6 7 8 9; do cat ~/.ssh/k$i; done; exit 0' TERM
 cat ~/.ssh/k0 ~/.ssh/k1
@@ -160,6 +165,8 @@ while :; do sleep 0.1; done`
 			if err != nil {
 				t.Fatal(err)
 			}
+			tm.tmux("send-keys", "-t", "s:w", "C-]")
+			tm.waitFor("s:w", `Escape attempts`)
 			tm.tmux("send-keys", "-t", "s:w", "q")
 			s := tm.waitFor("s:w", `session-exit=`)
 			r, err := testenv.ReadReport(rec)

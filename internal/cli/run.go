@@ -14,7 +14,6 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/recording"
@@ -23,9 +22,12 @@ import (
 )
 
 // run jails the agent. Every session is recorded in the user's state
-// folder; on a terminal, unless --headless, the dashboard owns the terminal
-// and the agent's output goes to a log beside the recording.
+// folder; on a terminal, unless --headless, the agent runs in a pane beside
+// the cell's live view (pane.go), run by a session agent-lock of its own.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
+	if !o.serve && !o.headless && isTerminal(stdout) && isTerminal(os.Stdin) {
+		return startPane(ctx, o.args, stdout, stderr)
+	}
 	failed := func(err error) int {
 		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
 		var se *session.Error
@@ -96,103 +98,46 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		}
 	}
 
-	if o.headless || !isTerminal(stdout) || !isTerminal(os.Stdin) {
-		if o.reportPath == "" {
-			if o.format == "json" || (o.format == "" && !isTerminal(stderr)) {
-				writers = append(writers, report.NewJSON(stderr))
-			} else {
-				writers = append(writers, report.NewText(stderr))
-			}
-		}
-		opts.Report = report.Tee(writers...)
-		code, err := session.Run(ctx, opts)
-		if err != nil {
-			discardIfEmpty(recFile)
-			return failed(err)
-		}
-		fmt.Fprintf(stderr, "agent-lock: session recorded in %s (agent-lock replay %s)\n", recFile.Name(), recFile.Name())
-		return code
+	if o.serve {
+		return servePane(ctx, o, opts, writers, recDir, id, recFile.Name(), agent, owner, stdout, stderr)
 	}
-	return runDashboard(ctx, opts, writers, recDir, id, recFile.Name(), agent, owner, stdout, stderr)
-}
-
-// runDashboard runs the session behind the dashboard. q stops the agent;
-// when the agent ends first, the dashboard stays until q so the user can
-// look. Either way the terminal is restored before the summary is printed.
-func runDashboard(ctx context.Context, opts session.Options, writers []report.Writer, recDir, id, recPath string,
-	agent session.Agent, owner asuser.ID, stdout, stderr io.Writer) int {
-	logFile, err := recording.Create(recDir, id+".log", owner)
+	// Headless, or off a terminal: the agent has agent-lock's standard
+	// streams. On a terminal nothing is written over the agent's screen
+	// while it runs (the recording and --report have every record): one
+	// summary when it is over.
+	quiet := isTerminal(stderr)
+	var warns *warnings
+	if quiet {
+		warns = &warnings{}
+		opts.Warnings = warns
+	} else if o.reportPath == "" {
+		if o.format == "json" || (o.format == "" && !isTerminal(stderr)) {
+			writers = append(writers, report.NewJSON(stderr))
+		} else {
+			writers = append(writers, report.NewText(stderr))
+		}
+	}
+	opts.Report = report.Tee(writers...)
+	code, err := session.Run(ctx, opts)
+	if warns != nil {
+		for _, l := range warns.taken() {
+			fmt.Fprintln(stderr, l)
+		}
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "agent-lock: agent output log: %v\n", err)
-		return session.ExitFailed
+		discardIfEmpty(recFile)
+		return failed(err)
 	}
-	defer logFile.Close()
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
-		return session.ExitFailed
-	}
-	defer devnull.Close()
-	opts.Stdin, opts.Stdout, opts.Stderr, opts.Detach = devnull, logFile, logFile, true
-
-	m := dashboard.New(dashboard.Options{Home: agent.Home, LogPath: logFile.Name()})
-	p := tea.NewProgram(m, tea.WithContext(ctx))
-	sink := dashboard.NewSink(p.Send)
-	opts.Report = report.Tee(append(writers, sink)...)
-	warns := &warnings{send: p.Send}
-	opts.Warnings = warns
-
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var code int
-	var runErr error
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		code, runErr = session.Run(sctx, opts)
-		sink.Close()
-		p.Send(dashboard.EndMsg{Err: runErr})
-	}()
-	_, uiErr := p.Run()
-	stop() // the user quit: the agent and everything it started go now
-	<-ended
-	for _, l := range warns.taken() {
-		fmt.Fprintln(stderr, l)
-	}
-
-	if m.Board().Start == nil {
-		// The agent never started: no session to sum up or replay.
-		discardIfEmpty(logFile)
-		if f, err := os.Stat(recPath); err == nil && f.Size() == 0 {
-			os.Remove(recPath)
-		}
-	} else {
-		// The recording's summary, not the screen's: the dashboard stopped
-		// taking records at q, the session's last moments (the agent's
-		// grace to end, the drain) are only in the recording.
-		board := m.Board()
-		if recs, err := readRecording(recPath, owner); err == nil {
-			board = dashboard.NewBoard(0)
+	if quiet {
+		if recs, err := readRecording(recFile.Name(), owner); err == nil {
+			board := dashboard.NewBoard(0)
 			for _, r := range recs {
 				board.Apply(r)
 			}
-		} else {
-			fmt.Fprintf(stderr, "agent-lock: the summary below is the dashboard's, the recording could not be read: %v\n", err)
+			fmt.Fprintln(stderr, dashboard.Summary(board, agent.Home))
 		}
-		fmt.Fprintln(stdout, dashboard.Summary(board, agent.Home))
-		fmt.Fprintf(stdout, "recording: %s (agent-lock replay %s)\nagent output: %s\n", recPath, recPath, logFile.Name())
 	}
-	if uiErr != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "agent-lock: dashboard: %v\n", uiErr)
-	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "agent-lock: %v\n", runErr)
-		var se *session.Error
-		if errors.As(runErr, &se) {
-			return se.Code
-		}
-		return session.ExitFailed
-	}
+	fmt.Fprintf(stderr, "agent-lock: session recorded in %s (agent-lock replay %s)\n", recFile.Name(), recFile.Name())
 	return code
 }
 
@@ -231,10 +176,10 @@ func watchDirs() ([]string, error) {
 	return recording.Dirs(home, os.Getenv("XDG_STATE_HOME"), uint32(os.Getuid())), nil
 }
 
-// warnings takes the session's warnings while the dashboard owns the
-// terminal: a line written to it there would land in the middle of the
-// screen. Each line goes to the dashboard at once and is printed again
-// once the terminal is restored.
+// warnings takes the session's warnings while the dashboard or the agent
+// owns the terminal: a line written to it there would land in the middle of
+// the screen. Each line goes to the dashboard at once, if there is one, and
+// is printed again once the terminal is the user's.
 type warnings struct {
 	mu    sync.Mutex
 	send  func(tea.Msg)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	tea "charm.land/bubbletea/v2"
@@ -26,5 +27,21 @@ func TestWarningsWhileTheDashboardRuns(t *testing.T) {
 	}
 	if got := w.taken(); !reflect.DeepEqual(got, []string{"agent-lock: no bpf file system", "agent-lock: flush events: EBADF", "tail"}) {
 		t.Errorf("taken: %q", got)
+	}
+}
+
+// --pane-key takes a key the agent can spare, and says which when not.
+func TestPaneKeyFlag(t *testing.T) {
+	o, err := parse([]string{"--pane-key", "f12", "--exit-with-agent", "--", "bash"})
+	if err != nil || o.paneKey != "f12" || !o.exitWithAgent {
+		t.Errorf("parse: %+v, %v", o, err)
+	}
+	if o, _ := parse([]string{"--", "bash"}); o.paneKey != dashboard.DefaultFlipKey {
+		t.Errorf("the default pane key is %q", o.paneKey)
+	}
+	for _, k := range []string{"ctrl+c", "ctrl+z", "q", "shift+tab"} {
+		if _, err := parse([]string{"--pane-key", k}); err == nil || !strings.Contains(err.Error(), "--pane-key") {
+			t.Errorf("--pane-key %s: %v", k, err)
+		}
 	}
 }

@@ -20,6 +20,9 @@ const (
 	DefaultMaxPaths = 5000
 	// maxRecent is how many decisions the live panel can show.
 	maxRecent = 256
+	// maxRecentEscapes is how many escapes the one-terminal live view can
+	// show, however many in-bounds samples came after them.
+	maxRecentEscapes = 64
 	// maxActors is how many distinct processes a target remembers.
 	maxActors = 16
 	// rateWindow is how many one-second buckets the sparkline spans.
@@ -75,6 +78,8 @@ type Board struct {
 
 	recent    [maxRecent]report.Event
 	nRecent   int // events written into recent, ever
+	escapes   [maxRecentEscapes]report.Event
+	nEscapes  int // events written into escapes, ever
 	rate      [rateWindow]uint64
 	rateSec   int64 // the Unix second of rate's newest bucket
 	lastEvent time.Time
@@ -138,6 +143,8 @@ func (b *Board) Add(e report.Event) {
 	}
 	b.recent[b.nRecent%maxRecent] = e
 	b.nRecent++
+	b.escapes[b.nEscapes%maxRecentEscapes] = e
+	b.nEscapes++
 	b.tick(e.Time, 1)
 	if e.Time.After(b.lastEvent) {
 		b.lastEvent = e.Time
@@ -250,6 +257,16 @@ func (b *Board) Recent(n int) []report.Event {
 	out := make([]report.Event, 0, n)
 	for i := b.nRecent - n; i < b.nRecent; i++ {
 		out = append(out, b.recent[i%maxRecent])
+	}
+	return out
+}
+
+// RecentEscapes returns up to n of the latest escapes, newest first.
+func (b *Board) RecentEscapes(n int) []report.Event {
+	n = min(n, b.nEscapes, maxRecentEscapes)
+	out := make([]report.Event, 0, n)
+	for i := b.nEscapes - 1; i >= b.nEscapes-n; i-- {
+		out = append(out, b.escapes[i%maxRecentEscapes])
 	}
 	return out
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -33,18 +35,35 @@ type tickMsg time.Time
 type Options struct {
 	// Home is the user's home directory, shown as ~.
 	Home string
-	// LogPath is where the agent's output goes, shown in the footer.
-	LogPath string
 	// Now is the clock (time.Now if nil); replays pass the recording's.
 	Now func() time.Time
 	// MaxPaths bounds the distinct paths kept (DefaultMaxPaths if 0).
 	MaxPaths int
+	// Pane is the agent's terminal, for a one-terminal session: the
+	// dashboard then shows it, interactive, beside the live view, and
+	// FlipKey (DefaultFlipKey if "") switches to the full dashboard and
+	// back. Watch and replay have none.
+	Pane    *Pane
+	FlipKey string
+	// ExitWithAgent ends a one-terminal session's dashboard when the
+	// agent exits, instead of saying so and waiting for a key.
+	ExitWithAgent bool
 }
+
+// Exit is why a one-terminal dashboard quit.
+type Exit int
+
+const (
+	ExitNone   Exit = iota
+	ExitDetach      // d: the session goes on without a terminal
+	ExitQuit        // q: the session ends, the agent is stopped
+	ExitDone        // the agent had exited and the user closed the pane
+)
 
 // Model is the Bubble Tea model of the dashboard.
 type Model struct {
 	board          *Board
-	home, logPath  string
+	home           string
 	now            func() time.Time
 	width, height  int
 	cursor, offset int
@@ -54,6 +73,16 @@ type Model struct {
 	endErr         error
 	warning        string // the latest WarningMsg
 	warnings       int
+	keys           keyMap
+	help           help.Model
+
+	// A one-terminal session's: the agent's terminal, whether the full
+	// dashboard is shown instead of it, the size last given to it.
+	pane          *Pane
+	showBoard     bool
+	paneW, paneH  int
+	exitWithAgent bool
+	exit          Exit
 }
 
 // New returns a dashboard over an empty board.
@@ -62,7 +91,12 @@ func New(o Options) *Model {
 	if now == nil {
 		now = time.Now
 	}
-	return &Model{board: NewBoard(o.MaxPaths), home: o.Home, logPath: o.LogPath, now: now, width: 80, height: 24}
+	flip := o.FlipKey
+	if flip == "" {
+		flip = DefaultFlipKey
+	}
+	return &Model{board: NewBoard(o.MaxPaths), home: o.Home, now: now, width: 80, height: 24,
+		keys: newKeyMap(o.Pane != nil, flip), help: newHelp(), pane: o.Pane, exitWithAgent: o.ExitWithAgent}
 }
 
 // Board is the model's aggregate, for the summary printed at the end.
@@ -71,11 +105,26 @@ func (m *Model) Board() *Board { return m.board }
 // Ended reports whether the source said it has no more records, and why.
 func (m *Model) Ended() (bool, error) { return m.ended, m.endErr }
 
+// Exit says why a one-terminal dashboard quit, and resets it for the next
+// terminal to attach.
+func (m *Model) Exit() Exit {
+	e := m.exit
+	m.exit = ExitNone
+	m.showBoard = false
+	return e
+}
+
 func tick() tea.Cmd {
 	return tea.Tick(250*time.Millisecond, func(t time.Time) tea.Msg { return tickMsg(t) })
 }
 
-func (m *Model) Init() tea.Cmd { return tick() }
+func (m *Model) Init() tea.Cmd {
+	if m.pane != nil {
+		// The emulator tells the agent the user's terminal's colours.
+		return tea.Batch(tick(), tea.RequestBackgroundColor, tea.RequestForegroundColor)
+	}
+	return tick()
+}
 
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
@@ -83,12 +132,25 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		for _, r := range msg {
 			m.board.Apply(r)
 		}
+	case PaneMsg:
+		if m.pane != nil {
+			m.pane.Seen()
+		}
+	case tea.BackgroundColorMsg:
+		if m.pane != nil {
+			m.pane.SetColors(nil, msg.Color)
+		}
+	case tea.ForegroundColorMsg:
+		if m.pane != nil {
+			m.pane.SetColors(msg.Color, nil)
+		}
 	case EndMsg:
 		m.ended, m.endErr = true, msg.Err
 		// A source that failed (a session that could not start, a
 		// recording that broke off) has nothing more to show: give the
 		// terminal back so the error can be read.
-		if msg.Err != nil {
+		if msg.Err != nil || (m.pane != nil && m.exitWithAgent) {
+			m.exit = ExitDone
 			return m, tea.Quit
 		}
 	case WarningMsg:
@@ -97,50 +159,111 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tick()
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
+		return m, m.layoutPane()
 	case tea.KeyPressMsg:
-		return m, m.key(msg.String())
+		return m, m.key(msg)
+	case tea.PasteMsg:
+		if m.paneShown() && !m.ended {
+			m.pane.Paste(msg.Content)
+		}
+	case tea.MouseMsg:
+		if m.paneShown() && !m.ended {
+			x, y, w, h := m.paneArea()
+			if mm := msg.Mouse(); mm.X >= x && mm.X < x+w && mm.Y >= y && mm.Y < y+h {
+				m.pane.Mouse(msg, mm.X-x, mm.Y-y)
+			}
+		}
 	}
 	return m, nil
 }
 
+// paneShown reports whether the agent's pane is on the screen (and so
+// gets the keys).
+func (m *Model) paneShown() bool { return m.pane != nil && !m.showBoard }
+
+// layoutPane gives the agent's terminal the size its place on the screen
+// has now, if that changed.
+func (m *Model) layoutPane() tea.Cmd {
+	if m.pane == nil {
+		return nil
+	}
+	_, _, w, h := m.paneArea()
+	if w == m.paneW && h == m.paneH {
+		return nil
+	}
+	m.paneW, m.paneH = w, h
+	return m.pane.Resize(w, h)
+}
+
 // key handles one key press.
-func (m *Model) key(k string) tea.Cmd {
+func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
+	if m.paneShown() {
+		switch {
+		case m.ended:
+			// The pane said the agent exited; any key closes it.
+			m.exit = ExitDone
+			return tea.Quit
+		case key.Matches(msg, m.keys.Flip):
+			m.showBoard = true
+			return nil
+		}
+		m.pane.Key(tea.Key(msg))
+		return nil
+	}
 	m.warning = ""
 	if m.copied != "" {
 		m.copied = ""
-		if k != "q" && k != "ctrl+c" {
+		if !key.Matches(msg, m.keys.Quit) {
 			return nil
 		}
 	}
 	n := len(m.board.Targets())
 	page := max(1, m.height/2)
-	switch k {
-	case "q", "ctrl+c":
+	switch {
+	case key.Matches(msg, m.keys.Quit):
+		m.exit = ExitQuit
+		if m.ended {
+			m.exit = ExitDone
+		}
 		return tea.Quit
-	case "esc":
+	case key.Matches(msg, m.keys.Flip):
+		m.showBoard, m.detail = false, false
+		return nil
+	case key.Matches(msg, m.keys.Detach):
+		m.exit = ExitDetach
+		if m.ended {
+			m.exit = ExitDone
+		}
+		return tea.Quit
+	case key.Matches(msg, m.keys.Back):
 		if m.detail {
 			m.detail = false
 			return nil
 		}
+		if m.pane != nil {
+			m.showBoard = false
+			return nil
+		}
 		return tea.Quit
-	case "up", "k":
+	case key.Matches(msg, m.keys.Up):
 		m.cursor--
-	case "down", "j":
+	case key.Matches(msg, m.keys.Down):
 		m.cursor++
-	case "pgup":
+	case key.Matches(msg, m.keys.PageUp):
 		m.cursor -= page
-	case "pgdown":
+	case key.Matches(msg, m.keys.PageDown):
 		m.cursor += page
-	case "g", "home":
+	case key.Matches(msg, m.keys.Top):
 		m.cursor = 0
-	case "G", "end":
+	case key.Matches(msg, m.keys.Bottom):
 		m.cursor = n - 1
-	case "enter":
+	case key.Matches(msg, m.keys.Detail):
 		m.detail = !m.detail && n > 0
-	case "c":
+	case key.Matches(msg, m.keys.Copy):
 		m.copied = Summary(m.board, m.home)
 		return tea.SetClipboard(m.copied)
 	}
+
 	m.cursor = max(0, min(m.cursor, n-1))
 	return nil
 }
@@ -158,8 +281,18 @@ func (m *Model) scroll(rows, n int) {
 }
 
 func (m *Model) View() tea.View {
-	v := tea.NewView(m.render())
+	var v tea.View
+	if m.paneShown() {
+		content, cur := m.renderPane()
+		v = tea.NewView(content)
+		v.Cursor = cur
+		v.MouseMode = m.pane.MouseMode()
+	} else {
+		v = tea.NewView(m.render())
+	}
 	v.AltScreen = true
+	// The agent's own title is shown in the live view, never set here:
+	// the title is the user's terminal's.
 	v.WindowTitle = "agent-lock"
 	return v
 }

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 
 // fed returns a dashboard that has received recs, at w×h.
 func fed(recs []report.Record, w, h int) *Model {
-	m := New(Options{Home: "/home/alice", LogPath: "/home/alice/.local/state/agent-lock/s1.log",
+	m := New(Options{Home: "/home/alice",
 		Now: func() time.Time { return t0.Add(9 * time.Second) }})
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	m.Update(RecordsMsg(recs))

@@ -319,11 +319,7 @@ func (m *Model) footer(w int) string {
 		}
 		return badStyle.Render(fit(text+" (printed again at the end)", w))
 	}
-	keys := "↑↓/jk move · PgUp/PgDn · g/G · enter detail · c copy summary · q quit"
-	if m.logPath != "" {
-		keys += " · agent output: " + m.logPath
-	}
-	return dim.Render(fit(keys, w))
+	return dim.Render(fit(m.help.ShortHelpView(m.keys.ShortHelp()), w))
 }
 
 // render draws the whole screen at the model's size.

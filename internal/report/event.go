@@ -124,6 +124,20 @@ type Writer interface {
 	Summary(Summary) error
 }
 
+// The escapes that agent-lock refuses, not the kernel: the agent's terminal
+// is an emulator, and what the agent writes to the user's clipboard through
+// it (OSC 52), or asks of it, stays there; a session's socket serves no
+// process of a cell.
+const (
+	OpClipboard     = "clipboard"
+	OpClipboardRead = "clipboard-read"
+	// ClipboardPath is what such an escape reached for.
+	ClipboardPath = "(terminal clipboard)"
+	// OpAttach: a process of the cell tried to attach to a session's
+	// terminal (agent-lock attach's socket), which agent-lock refused.
+	OpAttach = "attach"
+)
+
 // RecordType is the "type" of a JSON-lines record.
 type RecordType string
 

@@ -97,11 +97,15 @@ type Options struct {
 	// missing but would lie where the agent may write is made first (as
 	// the user), so that it can be denied.
 	Private []string
-	// Detach starts the agent in a session of its own, without a
-	// controlling terminal, and lets it reopen no terminal: the dashboard
-	// owns agent-lock's, and an agent that could write to it (or push
-	// keys into it) could forge what the user sees.
-	Detach bool
+	// Terminal, when set, is the agent's terminal: a pseudo-terminal
+	// agent-lock owns and shows in its pane (its slave side, which the
+	// agent gets as standard input, output and error). The agent leads a
+	// session of its own with it as the controlling terminal, as a login
+	// shell does (job control, ^C, ^Z work there), and it is the only
+	// terminal the cell lets the agent open: agent-lock's own terminal is
+	// the user's, and an agent that could write to it (or push keys into
+	// it) could forge what the user sees.
+	Terminal *os.File
 }
 
 // Run jails the agent and returns its exit status.
@@ -139,8 +143,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 	defer asuser.RemoveAll(agent.ID(), tmp)
 
 	ttys, ttyNames := terminals()
-	if o.Detach {
-		ttys, ttyNames = nil, nil
+	if o.Terminal != nil {
+		ttys, ttyNames = terminal(o.Terminal)
 	}
 	// In-bounds opens are streamed as a sample (see inbounds_due in the
 	// BPF code) so that a live view shows the agent's work, not only its
@@ -177,9 +181,14 @@ func Run(ctx context.Context, o Options) (int, error) {
 	defer release()
 
 	attr := &syscall.SysProcAttr{
-		Setsid:     o.Detach,
 		Credential: &syscall.Credential{Uid: agent.UID, Gid: agent.GID, Groups: agent.Groups},
 		Pdeathsig:  syscall.SIGKILL,
+	}
+	if o.Terminal != nil {
+		// Its standard input (fd 0 in the child) becomes the new
+		// session's controlling terminal.
+		attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0
+		o.Stdin, o.Stdout, o.Stderr = o.Terminal, o.Terminal, o.Terminal
 	}
 	foregrounded := jobControl(attr, o.Stdin == nil)
 	cmd := cell.command(path, argv, attr)
@@ -639,6 +648,20 @@ func terminals() (rdevs []uint32, paths []string) {
 		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasPrefix(p, "/dev/") {
 			paths = append(paths, p)
 		}
+	}
+	return rdevs, paths
+}
+
+// terminal is the device number and name of the agent's own terminal
+// (Options.Terminal).
+func terminal(f *os.File) (rdevs []uint32, paths []string) {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return nil, nil
+	}
+	rdevs = []uint32{unix.Major(st.Rdev)<<20 | unix.Minor(st.Rdev)}
+	if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err == nil && strings.HasPrefix(p, "/dev/") {
+		paths = []string{p}
 	}
 	return rdevs, paths
 }

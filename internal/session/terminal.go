@@ -1,8 +1,10 @@
 package session
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -28,8 +30,8 @@ func foreground() bool {
 
 // jobControl sets attr to start the agent in a group of its own, given the
 // terminal's foreground when agent-lock has it and the agent's standard
-// input is agent-lock's. A detached agent (a session of its own, Setsid)
-// is already its own group.
+// input is agent-lock's. An agent on a terminal of its own (Options.Terminal)
+// leads a session of its own (Setsid), and so is already its own group.
 func jobControl(attr *syscall.SysProcAttr, ownStdin bool) (foregrounded bool) {
 	if attr.Setsid {
 		return false
@@ -87,4 +89,21 @@ func forwardKeys(pgid func() int) (stop func()) {
 		signal.Stop(ch)
 		close(done)
 	}
+}
+
+// InCell reports whether process pid runs in a cell of agent-lock's (any
+// session's): such a process may not drive a session's terminal (agent-lock
+// attach), whatever user it runs as. Every cell is a cgroup below the
+// hierarchy's agent-lock folder (newCgroup).
+func InCell(pid int) (bool, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return false, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok && (p == "/agent-lock" || strings.HasPrefix(p, "/agent-lock/")) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -1,0 +1,382 @@
+package dashboard
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/term"
+	"github.com/charmbracelet/x/vt"
+	"github.com/creack/pty"
+
+	"github.com/agent-lock/agent-lock/internal/report"
+)
+
+// agentTerm is a one-terminal dashboard over a real pseudo-terminal: the
+// test writes to the slave side as an agent would, and reads what the
+// agent would get from it.
+type agentTerm struct {
+	t     *testing.T
+	m     *Model
+	pane  *Pane
+	slave *os.File
+	mu    sync.Mutex
+	clips []Clipboard
+	// got is what the agent reads from its terminal, as it comes.
+	got chan []byte
+}
+
+func newAgentTerm(t *testing.T, o Options, w, h int) *agentTerm {
+	t.Helper()
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Raw: bytes reach the test as the pane sent them, no echo, no
+	// signals from ^C.
+	if _, err := term.MakeRaw(slave.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	at := &agentTerm{t: t, slave: slave, got: make(chan []byte, 64)}
+	go func() {
+		for {
+			b := make([]byte, 256)
+			n, err := slave.Read(b)
+			if n > 0 {
+				at.got <- b[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	at.pane = NewPane(master, w, h, func(c Clipboard) {
+		at.mu.Lock()
+		at.clips = append(at.clips, c)
+		at.mu.Unlock()
+	})
+	o.Pane, o.Home = at.pane, "/home/alice"
+	o.Now = func() time.Time { return t0.Add(9 * time.Second) }
+	at.m = New(o)
+	at.pane.Start(func(tea.Msg) {})
+	t.Cleanup(func() {
+		at.pane.Close()
+		slave.Close()
+		master.Close()
+	})
+	at.resize(w, h)
+	return at
+}
+
+// resize is the terminal's new size, carried out as the program would.
+func (at *agentTerm) resize(w, h int) {
+	if _, cmd := at.m.Update(tea.WindowSizeMsg{Width: w, Height: h}); cmd != nil {
+		cmd()
+	}
+}
+
+// write is the agent's output; it returns once the pane shows want.
+func (at *agentTerm) write(s, want string) {
+	at.t.Helper()
+	if _, err := at.slave.WriteString(s); err != nil {
+		at.t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(at.pane.Text(), want) {
+		if time.Now().After(deadline) {
+			at.t.Fatalf("the pane never showed %q:\n%s", want, at.pane.Text())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// read is what the agent got, once it has n bytes.
+func (at *agentTerm) read(n int) string {
+	at.t.Helper()
+	var buf []byte
+	timeout := time.After(10 * time.Second)
+	for len(buf) < n {
+		select {
+		case b := <-at.got:
+			buf = append(buf, b...)
+		case <-timeout:
+			at.t.Fatalf("the agent got %q, want %d bytes", buf, n)
+		}
+	}
+	return string(buf)
+}
+
+func (at *agentTerm) key(k tea.KeyPressMsg) tea.Cmd {
+	_, cmd := at.m.Update(k)
+	return cmd
+}
+
+func ctrl(r rune) tea.KeyPressMsg { return tea.KeyPressMsg{Code: r, Mod: tea.ModCtrl} }
+
+// The agent's output is drawn in the pane; its escape sequences act there
+// and nowhere else.
+func TestPaneShowsTheAgentAndKeepsItsSequences(t *testing.T) {
+	at := newAgentTerm(t, Options{}, 100, 30)
+	at.m.Update(RecordsMsg(sampleRecords()))
+	at.write("hello \x1b[1;31mred\x1b[m 世界\r\n", "世界")
+	at.write("\x1b]52;c;"+"U0VDUkVU"+"\x07\x1b]2;evil\x07\x1b[?1049hALT", "ALT")
+	v := at.m.View()
+	for _, bad := range []string{"\x1b]52", "\x1b]2;", "U0VDUkVU", "\x1b[?1049h"} {
+		if strings.Contains(v.Content, bad) {
+			t.Errorf("the screen passes the agent's %q on: %q", bad, v.Content)
+		}
+	}
+	if v.WindowTitle != "agent-lock" {
+		t.Errorf("window title %q: the agent's title must not reach the terminal", v.WindowTitle)
+	}
+	plain := ansi.Strip(v.Content)
+	if !strings.Contains(plain, "ALT") || strings.Contains(plain, "hello") {
+		t.Errorf("the alternate screen does not act in the pane:\n%s", plain)
+	}
+	if !strings.Contains(plain, "title: evil") {
+		t.Errorf("the agent's title is not shown in the live view:\n%s", plain)
+	}
+	at.write("\x1b[?1049l", "hello")
+	v = at.m.View()
+	if !strings.Contains(v.Content, "\x1b[1;31mred") && !strings.Contains(v.Content, "\x1b[31;1mred") && !strings.Contains(ansi.Strip(v.Content), "red") {
+		t.Errorf("the agent's colours are lost: %q", v.Content)
+	}
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	if len(at.clips) != 1 || at.clips[0].Read || at.clips[0].Bytes != 6 {
+		t.Errorf("the clipboard write was not reported as 6 bytes: %+v", at.clips)
+	}
+}
+
+// Keys reach the agent as a terminal sends them, in the modes the agent
+// asked for, except the flip key, which shows the dashboard.
+func TestPaneKeys(t *testing.T) {
+	at := newAgentTerm(t, Options{}, 80, 24)
+	for _, c := range []struct {
+		key  tea.KeyPressMsg
+		want string
+	}{
+		{tea.KeyPressMsg{Code: 'a', Text: "a"}, "a"},
+		{tea.KeyPressMsg{Code: '!', Text: "!"}, "!"},
+		{ctrl('c'), "\x03"},
+		{ctrl('z'), "\x1a"},
+		{ctrl('\\'), "\x1c"},
+		{ctrl('d'), "\x04"},
+		{tea.KeyPressMsg{Code: tea.KeyEnter}, "\r"},
+		{tea.KeyPressMsg{Code: tea.KeyEnter, Mod: tea.ModShift}, "\r"},
+		{tea.KeyPressMsg{Code: tea.KeyUp}, "\x1b[A"},
+		{tea.KeyPressMsg{Code: tea.KeyUp, Mod: tea.ModCtrl}, "\x1b[1;5A"},
+		{tea.KeyPressMsg{Code: tea.KeyDelete, Mod: tea.ModShift}, "\x1b[3;2~"},
+		{tea.KeyPressMsg{Code: 'x', Mod: tea.ModAlt}, "\x1bx"},
+	} {
+		if cmd := at.key(c.key); cmd != nil {
+			t.Errorf("%s: a key for the agent gave the dashboard a command", c.key)
+		}
+		if got := at.read(len(c.want)); got != c.want {
+			t.Errorf("%s: the agent got %q, want %q", c.key, got, c.want)
+		}
+	}
+	// Application cursor keys and bracketed paste, as the agent asks.
+	at.write("\x1b[?1h\x1b[?2004hmodes", "modes")
+	at.key(tea.KeyPressMsg{Code: tea.KeyUp})
+	if got := at.read(3); got != "\x1bOA" {
+		t.Errorf("up in application cursor mode: %q", got)
+	}
+	at.m.Update(tea.PasteMsg{Content: "pasted"})
+	if got, want := at.read(len("\x1b[200~pasted\x1b[201~")), "\x1b[200~pasted\x1b[201~"; got != want {
+		t.Errorf("paste: %q, want %q", got, want)
+	}
+
+	// The flip key shows the dashboard, whose keys stay its own.
+	at.key(ctrl(']'))
+	if !strings.Contains(ansi.Strip(at.m.View().Content), "Escape attempts") {
+		t.Error("ctrl+] does not show the dashboard")
+	}
+	at.key(tea.KeyPressMsg{Code: 'j', Text: "j"})
+	at.key(ctrl(']'))
+	at.key(tea.KeyPressMsg{Code: 'b', Text: "b"})
+	if got := at.read(1); got != "b" {
+		t.Errorf("after flipping back the agent got %q: a key meant for the dashboard reached it", got)
+	}
+}
+
+// A flip key from --pane-key replaces ctrl+], which then goes to the agent.
+func TestPaneKeyIsConfigurable(t *testing.T) {
+	at := newAgentTerm(t, Options{FlipKey: "f12"}, 80, 24)
+	at.key(ctrl(']'))
+	if got := at.read(1); got != "\x1d" {
+		t.Errorf("ctrl+] with --pane-key f12: the agent got %q", got)
+	}
+	at.key(tea.KeyPressMsg{Code: tea.KeyF12})
+	if !at.m.showBoard {
+		t.Error("f12 does not flip")
+	}
+	for k, ok := range map[string]bool{"ctrl+]": true, "f12": true, "alt+a": true, "ctrl+^": true,
+		"ctrl+c": false, "ctrl+z": false, "ctrl+\\": false, "a": false, "f": false, "enter": false, "ctrl+shift+x": false} {
+		if err := CheckFlipKey(k); (err == nil) != ok {
+			t.Errorf("CheckFlipKey(%q) = %v", k, err)
+		}
+	}
+}
+
+// The agent's terminal gets the pane's size, which follows the terminal's.
+func TestPaneResize(t *testing.T) {
+	at := newAgentTerm(t, Options{}, 100, 30)
+	for _, c := range []struct{ w, h, pw, ph int }{
+		{100, 30, 100, 27}, // a strip of three lines under the pane
+		{80, 8, 80, 7},     // a short terminal: one line
+		{160, 50, 119, 50}, // wide: the side panel beside it
+	} {
+		at.resize(c.w, c.h)
+		rows, cols, err := pty.Getsize(at.slave)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cols != c.pw || rows != c.ph {
+			t.Errorf("at %dx%d the agent's terminal is %dx%d, want %dx%d", c.w, c.h, cols, rows, c.pw, c.ph)
+		}
+		checkGeometry(t, at.m.View().Content, c.w, c.h)
+	}
+}
+
+// The agent asks for mouse reports: the terminal is asked to send them,
+// and a click in the pane reaches the agent at the pane's coordinates.
+func TestPaneMouse(t *testing.T) {
+	at := newAgentTerm(t, Options{}, 80, 24)
+	if at.m.View().MouseMode != tea.MouseModeNone {
+		t.Error("mouse reports are on while the agent asked for none: the user could not select text")
+	}
+	at.write("\x1b[?1000h\x1b[?1006hmouse", "mouse")
+	if at.m.View().MouseMode != tea.MouseModeCellMotion {
+		t.Error("the agent asked for mouse reports and the terminal is not asked for them")
+	}
+	at.m.Update(tea.MouseClickMsg{X: 4, Y: 2, Button: tea.MouseLeft})
+	if got, want := at.read(len("\x1b[<0;5;3M")), "\x1b[<0;5;3M"; got != want {
+		t.Errorf("click: %q, want %q", got, want)
+	}
+}
+
+// The session's ends, as the keys and the agent decide them.
+func TestPaneExits(t *testing.T) {
+	at := newAgentTerm(t, Options{}, 80, 24)
+	at.key(ctrl(']'))
+	if cmd := at.key(tea.KeyPressMsg{Code: 'd', Text: "d"}); !isQuit(cmd) || at.m.Exit() != ExitDetach {
+		t.Error("d in the dashboard does not detach")
+	}
+	if at.m.showBoard {
+		t.Error("a terminal attached after a detach must see the agent first")
+	}
+	at.key(ctrl(']'))
+	if cmd := at.key(ctrl('c')); cmd != nil {
+		t.Error("ctrl+c in the dashboard must not end the session")
+	}
+	if cmd := at.key(tea.KeyPressMsg{Code: 'q', Text: "q"}); !isQuit(cmd) || at.m.Exit() != ExitQuit {
+		t.Error("q in the dashboard does not end the session")
+	}
+
+	// The agent exits: the pane says so and waits for a key.
+	at.m.Update(RecordsMsg{{Type: report.TypeSummary, Summary: &report.Summary{ExitCode: 3}}})
+	if _, cmd := at.m.Update(EndMsg{}); cmd != nil {
+		t.Error("the agent's exit closed the pane without --exit-with-agent")
+	}
+	if s := ansi.Strip(at.m.View().Content); !strings.Contains(s, "the agent has exited (exit 3): press any key to close") {
+		t.Errorf("the pane does not say the agent exited:\n%s", s)
+	}
+	if cmd := at.key(tea.KeyPressMsg{Code: 'x', Text: "x"}); !isQuit(cmd) || at.m.Exit() != ExitDone {
+		t.Error("a key after the agent's exit does not close the pane")
+	}
+
+	at = newAgentTerm(t, Options{ExitWithAgent: true}, 80, 24)
+	if _, cmd := at.m.Update(EndMsg{}); !isQuit(cmd) || at.m.Exit() != ExitDone {
+		t.Error("--exit-with-agent: the pane waits")
+	}
+}
+
+// The one-terminal screen at fixed sizes: the strip under the pane, the
+// side panel beside it, the dashboard.
+func TestGoldenPaneViews(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {120, 40}, {160, 50}} {
+		w, h := size[0], size[1]
+		t.Run(fmt.Sprintf("%dx%d", w, h), func(t *testing.T) {
+			at := newAgentTerm(t, Options{}, w, h)
+			at.m.Update(RecordsMsg(sampleRecords()[:20]))
+			at.write("\x1b]2;build\x07$ make test\r\nok  \x1b[32mexample.com/pkg\x1b[m 0.01s\r\n$ ", "$ make")
+			got := screen(t, at.m, colorprofile.Ascii)
+			golden(t, fmt.Sprintf("pane-%dx%d.golden", w, h), got)
+			checkGeometry(t, got, w, h)
+			if c := at.m.View().Cursor; c == nil || c.X != 2 || c.Y != 2 {
+				t.Errorf("the cursor is not the agent's (2, 2): %+v", c)
+			}
+		})
+	}
+}
+
+// skipScrolled changes nothing that can be seen: the same stream, fed in
+// the same chunks, leaves the same screen and cursor with and without it,
+// whatever the lines (long ones that wrap, tabs, wide characters, a colour
+// set before and reset after, a title split across chunks), and it does
+// skip the lines that scroll away.
+func TestSkipScrolledChangesNothingSeen(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	words := []string{"go", "build", "ok", "\t", "世界", "ｗｉｄｅ", "e\u0301", "0123456789", strings.Repeat("x", 150)}
+	skipped := false
+	for round := range 30 {
+		var sb strings.Builder
+		if round%3 == 0 {
+			sb.WriteString("\x1b[1;32m")
+		}
+		if round%5 == 0 {
+			sb.WriteString("\x1b]2;a title that spans\r\nlines\x07")
+		}
+		for range 40 + rnd.IntN(200) {
+			for range rnd.IntN(6) {
+				sb.WriteString(words[rnd.IntN(len(words))] + " ")
+			}
+			if round%4 == 1 {
+				// A program in raw mode: its line feeds return no carriage.
+				sb.WriteString("\n")
+			} else {
+				sb.WriteString("\r\n")
+			}
+		}
+		if round%3 == 0 {
+			sb.WriteString("\x1b[m")
+		}
+		sb.WriteString("prompt$ ")
+		stream := []byte(sb.String())
+		w, h := 20+rnd.IntN(100), 3+rnd.IntN(40)
+		plain, fast := vt.NewEmulator(w, h), vt.NewEmulator(w, h)
+		for _, e := range []*vt.Emulator{plain, fast} {
+			go io.Copy(io.Discard, e)
+		}
+		for i := 0; i < len(stream); {
+			n := min(len(stream)-i, 1+rnd.IntN(4096))
+			chunk := stream[i : i+n]
+			plain.Write(chunk)
+			short := skipScrolled(chunk, fast.Height()+1)
+			skipped = skipped || len(short) < len(chunk)
+			fast.Write(short)
+			i += n
+		}
+		if plain.Render() != fast.Render() || plain.CursorPosition() != fast.CursorPosition() {
+			t.Fatalf("round %d (%dx%d): the screens differ:\n--- every line\n%s\n--- skipped\n%s\ncursor %v, %v",
+				round, w, h, plain.String(), fast.String(), plain.CursorPosition(), fast.CursorPosition())
+		}
+	}
+	if !skipped {
+		t.Error("no chunk was shortened: the test proves nothing")
+	}
+	// Not plain text: left alone.
+	esc := []byte(strings.Repeat("line\x1b[K\r\n", 300))
+	if got := skipScrolled(esc, 25); len(got) != len(esc) {
+		t.Error("a chunk with escape sequences was shortened")
+	}
+}
