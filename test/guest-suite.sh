@@ -34,7 +34,7 @@ step() {
 		echo "guest-suite: FAIL $name (exit $rc)"
 		failed+=("$name")
 		recap+=("--- $name (exit $rc):")
-		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^panic:|^(adversary|realwork|bench|panebench|worker): ' "$log" | head -40)
+		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^ +[a-z_]+_test\.go:[0-9]+: |^panic:|^(adversary|realwork|bench|panebench|worker): ' "$log" | head -40)
 	fi
 	rm -f "$log"
 }
