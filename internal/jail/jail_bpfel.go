@@ -30,7 +30,8 @@ const (
 	jailAlCounterCNT_ESCAPES     jailAlCounter = 2
 	jailAlCounterCNT_LOST        jailAlCounter = 3
 	jailAlCounterCNT_FORK_DENIED jailAlCounter = 4
-	jailAlCounterCNT_MAX         jailAlCounter = 5
+	jailAlCounterCNT_GIT_MADE    jailAlCounter = 5
+	jailAlCounterCNT_MAX         jailAlCounter = 6
 )
 
 type jailAlOp uint32
@@ -94,6 +95,24 @@ type jailEvent struct {
 	Path2Len  uint16
 	Comm      [16]int8
 	Path      [8192]int8
+}
+
+type jailGitclass struct {
+	_    structs.HostLayout
+	Bits uint32
+	Rule uint32
+}
+
+type jailGitname struct {
+	_    structs.HostLayout
+	Len  uint32
+	Name [16]int8
+}
+
+type jailKeys struct {
+	_    structs.HostLayout
+	Prot jailProtKey
+	Git  jailGitname
 }
 
 type jailMark struct {
@@ -181,7 +200,9 @@ const (
 	jailMapCalls                  = "calls"
 	jailMapCounters               = "counters"
 	jailMapEvents                 = "events"
+	jailMapGitnames               = "gitnames"
 	jailMapInbLast                = "inb_last"
+	jailMapKeys                   = "keys"
 	jailMapMarks                  = "marks"
 	jailMapNamedFiles             = "named_files"
 	jailMapOwned                  = "owned"
@@ -247,9 +268,11 @@ const (
 	jailProgUnixMaySend           = "unix_may_send"
 	jailProgUnixStreamConnect     = "unix_stream_connect"
 	jailVarAuditMode              = "audit_mode"
+	jailVarGitNames               = "git_names"
 	jailVarInbGapNs               = "inb_gap_ns"
 	jailVarJailCgroupId           = "jail_cgroup_id"
 	jailVarNamedCount             = "named_count"
+	jailVarObserveOnly            = "observe_only"
 	jailVarPatCount               = "pat_count"
 	jailVarPatScopes              = "pat_scopes"
 	jailVarStreamInbounds         = "stream_inbounds"
@@ -362,7 +385,9 @@ type jailMapSpecs struct {
 	Calls      *ebpf.MapSpec `ebpf:"calls"`
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
+	Gitnames   *ebpf.MapSpec `ebpf:"gitnames"`
 	InbLast    *ebpf.MapSpec `ebpf:"inb_last"`
+	Keys       *ebpf.MapSpec `ebpf:"keys"`
 	Marks      *ebpf.MapSpec `ebpf:"marks"`
 	NamedFiles *ebpf.MapSpec `ebpf:"named_files"`
 	Owned      *ebpf.MapSpec `ebpf:"owned"`
@@ -379,9 +404,11 @@ type jailMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type jailVariableSpecs struct {
 	AuditMode      *ebpf.VariableSpec `ebpf:"audit_mode"`
+	GitNames       *ebpf.VariableSpec `ebpf:"git_names"`
 	InbGapNs       *ebpf.VariableSpec `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.VariableSpec `ebpf:"jail_cgroup_id"`
 	NamedCount     *ebpf.VariableSpec `ebpf:"named_count"`
+	ObserveOnly    *ebpf.VariableSpec `ebpf:"observe_only"`
 	PatCount       *ebpf.VariableSpec `ebpf:"pat_count"`
 	PatScopes      *ebpf.VariableSpec `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.VariableSpec `ebpf:"stream_inbounds"`
@@ -411,7 +438,9 @@ type jailMaps struct {
 	Calls      *ebpf.Map `ebpf:"calls"`
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Events     *ebpf.Map `ebpf:"events"`
+	Gitnames   *ebpf.Map `ebpf:"gitnames"`
 	InbLast    *ebpf.Map `ebpf:"inb_last"`
+	Keys       *ebpf.Map `ebpf:"keys"`
 	Marks      *ebpf.Map `ebpf:"marks"`
 	NamedFiles *ebpf.Map `ebpf:"named_files"`
 	Owned      *ebpf.Map `ebpf:"owned"`
@@ -428,7 +457,9 @@ func (m *jailMaps) Close() error {
 		m.Calls,
 		m.Counters,
 		m.Events,
+		m.Gitnames,
 		m.InbLast,
+		m.Keys,
 		m.Marks,
 		m.NamedFiles,
 		m.Owned,
@@ -446,9 +477,11 @@ func (m *jailMaps) Close() error {
 // It can be passed to loadJailObjects or ebpf.CollectionSpec.LoadAndAssign.
 type jailVariables struct {
 	AuditMode      *ebpf.Variable `ebpf:"audit_mode"`
+	GitNames       *ebpf.Variable `ebpf:"git_names"`
 	InbGapNs       *ebpf.Variable `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.Variable `ebpf:"jail_cgroup_id"`
 	NamedCount     *ebpf.Variable `ebpf:"named_count"`
+	ObserveOnly    *ebpf.Variable `ebpf:"observe_only"`
 	PatCount       *ebpf.Variable `ebpf:"pat_count"`
 	PatScopes      *ebpf.Variable `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.Variable `ebpf:"stream_inbounds"`

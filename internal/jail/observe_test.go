@@ -190,16 +190,26 @@ func TestObserveProcLinks(t *testing.T) {
 	}
 }
 
-// TestObserveProtected: the protect trie, through the observers (which
-// share classify with the hooks and load here): writes to protected
-// entries of DIR at every depth are reported with their rule, as is the
-// write to a file under a protected folder; the same names elsewhere are
-// not protected.
+// TestObserveProtected: the protect trie and git's names, through the
+// observers (which share classify with the hooks and load here): writes to
+// protected entries of DIR, and to git's files in every repository at any
+// depth (a nested one's config, a submodule's and a linked worktree's git
+// directories, a .git file, .gitmodules), are reported with their rule, as
+// is the write to a file under a protected folder; the same names outside a
+// git directory, and git's other files, are not protected. A sample hook is
+// no reach (git never runs it), though the observers cannot tell whether
+// the jail made it.
 func TestObserveProtected(t *testing.T) {
 	c := newObserved(t, policy.Protected...)
-	out, _ := c.run(`mkdir -p .git/hooks .claude sub/.git sub/wt
+	out, _ := c.run(`mkdir -p .git/hooks .claude sub/.git/hooks sub/wt sub/.git/modules/m sub/.git/worktrees/w \
+			sub/.git/refs/heads sub/.git/info sub/notgit deep/a/b/c
 		echo x > .git/config; echo x > .git/hooks/pre-commit; echo x > .claude/settings.json
 		echo x > .envrc; echo x > sub/.git/config; echo x > sub/wt/.git; echo x > .git/index
+		echo x > sub/.git/hooks/pre-commit; echo x > sub/.git/hooks/pre-commit.sample
+		echo x > sub/.git/modules/m/config; echo x > sub/.git/modules/m/HEAD
+		echo x > sub/.git/worktrees/w/commondir; echo x > sub/.git/worktrees/w/gitdir
+		echo x > sub/.git/refs/heads/main; echo x > sub/.git/info/attributes
+		echo x > sub/notgit/config; echo x > deep/a/b/c/.gitmodules
 		echo done`)
 	if out != "done\n" {
 		t.Fatalf("script: %q", out)
@@ -216,13 +226,23 @@ func TestObserveProtected(t *testing.T) {
 		}
 	}
 	for rel, want := range map[string]string{
-		".git/config":           "protected .git/config",
-		".git/hooks/pre-commit": "protected .git/hooks",
-		".claude/settings.json": "protected .claude/settings.json",
-		".envrc":                "protected .envrc",
-		"sub/.git/config":       "project directory",
-		"sub/wt/.git":           "project directory",
-		".git/index":            "project directory",
+		".git/config":                      "protected .git/config",
+		".git/hooks/pre-commit":            "protected .git/hooks",
+		".claude/settings.json":            "protected .claude/settings.json",
+		".envrc":                           "protected .envrc",
+		"sub/.git/config":                  "protected .git/config",
+		"sub/wt/.git":                      "protected .git",
+		".git/index":                       "project directory",
+		"sub/.git/hooks/pre-commit":        "protected .git/hooks",
+		"sub/.git/hooks/pre-commit.sample": "project directory",
+		"sub/.git/modules/m/config":        "protected .git/config",
+		"sub/.git/modules/m/HEAD":          "project directory",
+		"sub/.git/worktrees/w/commondir":   "protected .git/commondir",
+		"sub/.git/worktrees/w/gitdir":      "protected .git/gitdir",
+		"sub/.git/refs/heads/main":         "project directory",
+		"sub/.git/info/attributes":         "project directory",
+		"sub/notgit/config":                "project directory",
+		"deep/a/b/c/.gitmodules":           "protected .gitmodules",
 	} {
 		if got, ok := rules[filepath.Join(c.dir, rel)]; !ok || got != want {
 			t.Errorf("write of %s: rule %q (reported: %v), want %q", rel, got, ok, want)

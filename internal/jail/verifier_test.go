@@ -45,6 +45,7 @@ func TestVerifierCost(t *testing.T) {
 		"pat_count":      uint32(PatternMax),
 		"pat_scopes":     uint32(InGrants | InProject),
 		"named_count":    uint32(NamedMax),
+		"git_names":      uint32(1<<(giFollowed+1) - 1),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			t.Fatalf("set %s: %v", name, err)
