@@ -15,8 +15,10 @@
 // that run nothing (an allow-list, so a key git adds later counts as a
 // command until it is listed), a pointer the jail made must lead into a git
 // directory (a folder named .git, where the kernel kept the hooks).
-// Whatever fails is renamed to NAME.agent-lock (a name git never reads) and
-// reported; a config is then written again with the keys that passed.
+// A symlink the jail left in a git directory is moved aside too (git leaves
+// none). Whatever fails is renamed to NAME.agent-lock (a name git never
+// reads) and reported; a config is then written again with the keys that
+// passed.
 //
 // Which files the jail made is the kernel's word (Checker.Made): a file the
 // user had is never touched, whatever it holds. Everything here acts as the
@@ -175,6 +177,16 @@ func (c *Checker) gitDir(g string) {
 			c.aside(p, "names no .git file")
 		}
 	}
+	// git leaves no symlink in a git directory (git init's test of
+	// whether it may make them is removed at once): one the jail made
+	// may lead git out of the names the kernel kept (modules/NAME to a
+	// folder with hooks of the agent's).
+	filepath.WalkDir(g, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type()&fs.ModeSymlink != 0 && c.made(p) {
+			c.aside(p, "a symlink in a git directory, to "+quote(readlink(p)))
+		}
+		return nil
+	})
 	if ents, err := os.ReadDir(filepath.Join(g, "hooks")); err == nil {
 		for _, e := range ents {
 			p := filepath.Join(g, "hooks", e.Name())
@@ -337,6 +349,11 @@ func quote(s string) string {
 // inGitDir says whether p lies at or below a folder named .git.
 func inGitDir(p string) bool {
 	return strings.HasSuffix(p, "/.git") || strings.Contains(p, "/.git/")
+}
+
+func readlink(p string) string {
+	t, _ := os.Readlink(p)
+	return t
 }
 
 func exists(p string) bool {

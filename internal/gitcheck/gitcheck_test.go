@@ -178,6 +178,16 @@ func TestPointersAndHooks(t *testing.T) {
 	// The user's own pointer and hook: left.
 	f.write("users/.git/hooks/pre-commit", "#!/bin/sh\n", false)
 	f.write("users/sub/.git", "gitdir: /elsewhere\n", false)
+	// A submodule's git directory the jail made a symlink, to a folder
+	// with a hook: moved aside.
+	if err := os.Symlink("../../../evil", filepath.Join(f.root, "sup/.git/modules/x")); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	syscall.Lstat(filepath.Join(f.root, "sup/.git/modules/x"), &st)
+	f.made[st.Ino] = true
+	// The user's symlink: left.
+	os.Symlink("HEAD", filepath.Join(f.root, "users/.git/LINK"))
 
 	got := f.checker(git).Check([]string{f.root}, nil)
 	want := map[string]string{
@@ -186,6 +196,7 @@ func TestPointersAndHooks(t *testing.T) {
 		"sup/.git/worktrees/w/commondir": "leads out of git directories",
 		"sup/.git/worktrees/v/gitdir":    "names no .git file",
 		"sup/.git/hooks/post-checkout":   "a hook git would run",
+		"sup/.git/modules/x":             "a symlink in a git directory",
 	}
 	for rel, why := range want {
 		fd := find(got, rel, f.root)
@@ -196,7 +207,7 @@ func TestPointersAndHooks(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("%d findings, want %d: %+v", len(got), len(want), got)
 	}
-	for _, rel := range []string{"sup/.git/hooks/pre-commit.sample", "users/.git/hooks/pre-commit", "users/sub/.git", "sup/.git/worktrees/w/gitdir"} {
+	for _, rel := range []string{"sup/.git/hooks/pre-commit.sample", "users/.git/hooks/pre-commit", "users/sub/.git", "sup/.git/worktrees/w/gitdir", "users/.git/LINK"} {
 		if _, err := os.Lstat(filepath.Join(f.root, rel)); err != nil {
 			t.Errorf("%s: %v", rel, err)
 		}

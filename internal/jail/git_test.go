@@ -16,8 +16,9 @@ import (
 // submodule's git directory under .git/modules, a linked worktree's
 // commondir and gitdir, a .git file, .gitmodules anywhere. In a repository
 // the jail makes (git init, git clone) the agent may make and change them,
-// except a hook git would run (only NAME.sample files), and no symlink or
-// folder from elsewhere may bring one in; every command file it makes is
+// except a hook git would run (only NAME.sample files), and no symlink (by
+// their names or in a git directory of the user's) or folder from
+// elsewhere may bring one in; every command file it makes is
 // counted (CNT_GIT_MADE) for the check at the session's end, and the jail's
 // mark on it can be read back (Made).
 func TestGitFiles(t *testing.T) {
@@ -112,7 +113,8 @@ func TestGitFiles(t *testing.T) {
 		{"a hooks folder from the repository", `mkdir own/.git/objects/h && echo x > own/.git/objects/h/pre-commit && mv own/.git/objects/h own/.git/hooks`, false, "rename", "own/.git/hooks", "protected .git/hooks"},
 		{"hooks as a symlink", `ln -s ../../evil3 own/.git/hooks`, false, "symlink", "own/.git/hooks", "protected .git/hooks"},
 		{"modules as a symlink", `ln -s ../../evil3 own/.git/modules`, false, "symlink", "own/.git/modules", "protected .git"},
-		{"a symlink deeper in", `ln -s ../../../evil3 own/.git/objects/m`, false, "symlink", "own/.git/objects/m", "protected .git"},
+		{"a symlink in the user's git directory", `ln -s ../../../evil3 .git/modules/sub2/m`, false, "symlink", "modules/sub2/m", "protected .git"},
+		{"a symlink deeper in the jail's", `ln -s ../../../evil3 own/.git/objects/m`, true, "", "", ""},
 		{"a folder from elsewhere into .git", `mkdir own/x && mv own/x own/.git/modules2`, false, "rename", "own/.git/modules2", "protected .git"},
 		{"a folder exchanged into .git", `mkdir own/.git/hooks && ` + exchange + `own/.git/hooks evil3`, false, "rename", "own/.git/hooks", "protected .git/hooks"},
 	}

@@ -77,7 +77,9 @@ git status --short && git log --oneline | grep -q first && ls .git/hooks | grep 
 	// DIR is the user's repository with a submodule, set up by the user;
 	// the agent works in the submodule (its git directory is under
 	// .git/modules, whose config and hooks stay protected) and records the
-	// new commit in the superproject.
+	// new commit in the superproject. Not git submodule update: it
+	// rewrites the submodule's config (core.worktree, unchanged), which is
+	// refused (README, Limits).
 	{name: "git-submodule", want: "submodule-ok", setup: gitEnv + `
 git init -q -b main upstream && git -C upstream commit -q --allow-empty -m up
 git init -q -b main && echo base > base.txt && git add base.txt && git commit -q -m base
@@ -86,7 +88,7 @@ git -c protocol.file.allow=always submodule add -q "$PWD/upstream" sub && git co
 git submodule status | grep -q sub
 cd sub && echo s > s.txt && git add s.txt && git commit -q -m in-sub && cd ..
 git status --short | grep -q sub && git diff --submodule | grep -q in-sub
-git add sub && git commit -q -m bump && git submodule update && git submodule foreach -q git log --oneline | grep -q in-sub
+git add sub && git commit -q -m bump && git submodule foreach -q git log --oneline | grep -q in-sub
 echo submodule-ok
 `},
 	// Repositories the agent makes inside DIR, nested and with

@@ -1484,12 +1484,15 @@ struct gitmq {
  * only in a folder the jail made. .gitmodules, and in a git directory its
  * command files: only in a folder the jail made, never as a symlink; in a
  * hooks folder (the jail's: another's is read-only) only NAME.sample files.
- * In a git directory, a symlink only in the .git folder itself (git init
- * tries one there) and never named for a folder git follows, since git would
- * follow it out of the names checked here; and a folder comes in only from
- * another git directory, since what was made in it elsewhere was not checked
- * as git's, and never as a command file. Everything the jail makes is the jail's to change later (GV_OWN),
- * and what the user's git may run from it is checked when the session ends.
+ * In a git directory, a symlink only in a folder the jail made (git init
+ * tries one in each git directory it makes, .git or modules/NAME) and never
+ * named for a command file or a folder git follows (modules, worktrees),
+ * since git would follow it out of the names checked here; and a folder
+ * comes in only from another git directory, since what was made in it
+ * elsewhere was not checked as git's, and never as a command file.
+ * Everything the jail makes is the jail's to change later (GV_OWN), and
+ * what the user's git may run from it (a symlink left in a git directory
+ * included) is checked when the session ends.
  * A global function: the verifier checks it once per program.
  */
 __noinline int git_make(struct gitmq *m)
@@ -1552,8 +1555,7 @@ __noinline int git_make(struct gitmq *m)
 		m->rule = rule;
 		return 0;
 	}
-	if ((op == AL_OP_SYMLINK || (src & SRC_LINK)) &&
-	    (!(par & GV_GITDIR) || !own || (cls & GN_FOLLOWED)))
+	if ((op == AL_OP_SYMLINK || (src & SRC_LINK)) && (!own || (cls & GN_FOLLOWED)))
 		m->rule = GIT_RULE + GI_DOTGIT;
 	return 0;
 }
