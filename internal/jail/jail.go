@@ -211,6 +211,7 @@ func Load(cfg Config) (*Jail, error) {
 			}
 		}
 		delete(spec.Maps, "calls")
+		delete(spec.Maps, "obs_created")
 		if err := fitToKernel(spec); err != nil {
 			return nil, err
 		}

@@ -205,6 +205,7 @@ const (
 	jailMapKeys                   = "keys"
 	jailMapMarks                  = "marks"
 	jailMapNamedFiles             = "named_files"
+	jailMapObsCreated             = "obs_created"
 	jailMapOwned                  = "owned"
 	jailMapPatterns               = "patterns"
 	jailMapPendings               = "pendings"
@@ -390,6 +391,7 @@ type jailMapSpecs struct {
 	Keys       *ebpf.MapSpec `ebpf:"keys"`
 	Marks      *ebpf.MapSpec `ebpf:"marks"`
 	NamedFiles *ebpf.MapSpec `ebpf:"named_files"`
+	ObsCreated *ebpf.MapSpec `ebpf:"obs_created"`
 	Owned      *ebpf.MapSpec `ebpf:"owned"`
 	Patterns   *ebpf.MapSpec `ebpf:"patterns"`
 	Pendings   *ebpf.MapSpec `ebpf:"pendings"`
@@ -443,6 +445,7 @@ type jailMaps struct {
 	Keys       *ebpf.Map `ebpf:"keys"`
 	Marks      *ebpf.Map `ebpf:"marks"`
 	NamedFiles *ebpf.Map `ebpf:"named_files"`
+	ObsCreated *ebpf.Map `ebpf:"obs_created"`
 	Owned      *ebpf.Map `ebpf:"owned"`
 	Patterns   *ebpf.Map `ebpf:"patterns"`
 	Pendings   *ebpf.Map `ebpf:"pendings"`
@@ -462,6 +465,7 @@ func (m *jailMaps) Close() error {
 		m.Keys,
 		m.Marks,
 		m.NamedFiles,
+		m.ObsCreated,
 		m.Owned,
 		m.Patterns,
 		m.Pendings,

@@ -72,8 +72,10 @@ git clone -q src dst && git -C dst log --oneline | grep -q x && echo cloned-ok
 echo hello > README && git init -q -b main && git config user.name Agent && git config user.email agent@example.com
 git add README && git commit -q -m first && git checkout -q -b feature && git checkout -q main
 git remote add origin https://example.com/r.git && git config branch.main.remote origin
-git status --short && git log --oneline | grep -q first && ls .git/hooks | grep -q pre-commit.sample && echo init-top-ok
+git status --short && git log --oneline | grep >/dev/null first && ls .git/hooks | grep >/dev/null pre-commit.sample && echo init-top-ok
 `},
+	// (grep reads all of a git command's output here: grep -q would close
+	// the pipe early, and git submodule foreach fails on the SIGPIPE.)
 	// DIR is the user's repository with a submodule, set up by the user;
 	// the agent works in the submodule (its git directory is under
 	// .git/modules, whose config and hooks stay protected) and records the
@@ -85,10 +87,10 @@ git init -q -b main upstream && git -C upstream commit -q --allow-empty -m up
 git init -q -b main && echo base > base.txt && git add base.txt && git commit -q -m base
 git -c protocol.file.allow=always submodule add -q "$PWD/upstream" sub && git commit -q -m sub
 `, script: gitEnv + `
-git submodule status | grep -q sub
+git submodule status | grep >/dev/null sub
 cd sub && echo s > s.txt && git add s.txt && git commit -q -m in-sub && cd ..
-git status --short | grep -q sub && git diff --submodule | grep -q in-sub
-git add sub && git commit -q -m bump && git submodule foreach -q git log --oneline | grep -q in-sub
+git status --short | grep >/dev/null sub && git diff --submodule | grep >/dev/null in-sub
+git add sub && git commit -q -m bump && git submodule foreach -q git log --oneline | grep >/dev/null in-sub
 echo submodule-ok
 `},
 	// Repositories the agent makes inside DIR, nested and with
@@ -102,7 +104,7 @@ git init -q -b main lib && git -C lib commit -q --allow-empty -m lib
 git init -q -b main app && cd app && echo a > a && git add a && git commit -q -m app
 git -c protocol.file.allow=always submodule add -q ../lib lib && git commit -q -m lib && cd ..
 git -c protocol.file.allow=always clone -q --recurse-submodules app copy
-git -C copy submodule status | grep -q lib && git -C copy/lib log --oneline | grep -q lib
+git -C copy submodule status | grep >/dev/null lib && git -C copy/lib log --oneline | grep >/dev/null lib
 cd copy/lib && echo l > l && git add l && git commit -q -m more && cd .. && git add lib && git commit -q -m bump && cd ..
 git status --short && echo nested-ok
 `},

@@ -896,6 +896,11 @@ __noinline int git_place(struct protq *q)
 	/* A root in a git directory counts as a .git above all. */
 	if (q->git & GV_IN)
 		prot |= g.pend | GN_DOTGIT;
+	/* In a hooks folder only a sample is the jail's to change: the
+	 * hooks refuse making any other name there (git_make); the observers,
+	 * which see a file once it is made, judge it here. */
+	if ((prot & GN_HOOKS) && !(cls & GN_HOOKS) && !is_sample(d))
+		own = 0;
 	git = own;
 	if (prot & GN_DOTGIT)
 		git |= GV_IN;
@@ -921,11 +926,6 @@ __noinline int git_place(struct protq *q)
 		git |= GV_PROT;
 		rule = GIT_RULE + GI_GITMODULES;
 	}
-	/* The observers (Landlock decides) cannot tell what the jail made,
-	 * but a sample hook is never run: its writes are no reach. */
-	if (observe_only && prot == GN_HOOKS && is_sample(d) &&
-	    (git_class(BPF_CORE_READ(d, d_parent)) & GN_HOOKS))
-		git &= ~GV_PROT;
 	q->git = git;
 	if (own)
 		return 0;
@@ -1091,6 +1091,8 @@ struct query {
 	__u32 created;
 	__u32 need;    /* P_* the operation needs: only a write or a creation
 	                * asks whether the target is protected */
+	__u32 own;     /* the observers' account of created, for git's files
+	                * (observe_opened); the hooks use created */
 	struct verdict v;
 };
 
@@ -1305,9 +1307,9 @@ static __always_inline int decide(struct query *q)
 			.root = w.nearest_d,
 			.depth = w.nearest_at,
 			.node0 = w.nearest_prot,
-			/* The observers cannot tell (they say every file is
-			 * the jail's, for second names): none is, for git. */
-			.git = ((q->created && !observe_only) ? GV_OWN : 0) |
+			/* The observers say every file is the jail's, for
+			 * second names; for git they keep their own account. */
+			.git = ((observe_only ? q->own : q->created) ? GV_OWN : 0) |
 			       ((w.nearest & RULE_INGIT) ? GV_IN : 0),
 		};
 
@@ -2332,15 +2334,38 @@ static __always_inline struct file *fd_file(long fd)
 	return f;
 }
 
+/* The files the jail created, by the observers' account (observe_opened):
+ * what the marks are to the hooks, for git's files (struct gitname), so
+ * that the git files of a repository the agent makes are not reported as
+ * reaches. Keyed by identity; an entry a later file inherits with its inode
+ * number, or one the LRU drops, only changes what is reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct rule_key);
+	__type(value, __u32);
+} obs_created SEC(".maps");
+
+#define FMODE_CREATED 0x100000 /* the open made the file */
+
 static __always_inline void observe_opened(struct file *f, __u32 op)
 {
 	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 	struct inode *inode = BPF_CORE_READ(f, f_inode);
-	__u32 fmode = BPF_CORE_READ(f, f_mode), need;
+	__u32 fmode = BPF_CORE_READ(f, f_mode), need, one = 1;
 	/* created = 1: the observers have no marks (inode storage needs the
 	 * BPF LSM), and Landlock decided already; without it every second
 	 * name the agent made in DIR would look like an outside file's. */
 	struct query q = { .dentry = (__u64)d, .inode = (__u64)inode, .created = 1 };
+	struct rule_key k = {};
+
+	if (inode) {
+		k.dev = BPF_CORE_READ(d, d_sb, s_dev);
+		k.ino = BPF_CORE_READ(inode, i_ino);
+		if (fmode & FMODE_CREATED)
+			bpf_map_update_elem(&obs_created, &k, &one, BPF_ANY);
+		q.own = bpf_map_lookup_elem(&obs_created, &k) != 0;
+	}
 
 	if (fmode & FMODE_WRITE) {
 		op = AL_OP_WRITE;
