@@ -152,21 +152,17 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  %-22s %s\n", p.Glob, where)
 	}
 	fmt.Fprintln(stdout, "\nprotected in the project (read-only to the agent; --unprotect PATH lifts one):")
+	var git []string
 	for _, p := range plan.Policy.Protect {
-		if p.DirOnly {
-			fmt.Fprintf(stdout, "  %s (may be made only as a directory)\n", p.Path)
+		if p.Git {
+			git = append(git, p.Path)
 		} else {
 			fmt.Fprintf(stdout, "  %s\n", p.Path)
 		}
 	}
-	for _, r := range plan.Policy.Rules() {
-		if r.Protect == nil {
-			continue
-		}
-		fmt.Fprintf(stdout, "\nprotected in %s (%s; read-only to the agent):\n", tilde(r.Path), r.Name)
-		for _, p := range r.Protect {
-			fmt.Fprintf(stdout, "  %s\n", p.Path)
-		}
+	if len(git) > 0 {
+		fmt.Fprintf(stdout, "  %s: in every repository, at any depth, in the project and your writable grants;\n", strings.Join(git, " "))
+		fmt.Fprintln(stdout, "    in repositories the agent makes, checked for commands your git would run when the session ends")
 	}
 	env := append(slices.Clone(plan.Profiles.Env), o.passEnv...)
 	fmt.Fprintf(stdout, "\nenvironment: variables named like credentials are withheld; passed anyway: %s\n", orNone(strings.Join(env, " ")))

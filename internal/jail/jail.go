@@ -44,6 +44,10 @@ const (
 	// inode, and make it on first use. The file need not exist; its folder
 	// must. The folder itself is granted nothing.
 	Named RuleFlags = 1 << 8
+	// InGit marks a root that lies in a git directory (a linked
+	// worktree's, outside DIR): below it, git's names are protected as
+	// below a .git (Protected.Git).
+	InGit RuleFlags = 1 << 11
 )
 
 // ruleSeal registers nothing: it asks the kernel to seal the rule root just
@@ -63,10 +67,6 @@ type Rule struct {
 	// Name says where the rule comes from ("project directory",
 	// "--allow", "home secret"); decisions it made carry it (Event.Rule).
 	Name string
-	// Protect, for a Protect rule other than the project directory (which
-	// has Config.Protect): the entries below this root that are read-only
-	// (a git worktree's commondir, gitdir, config.worktree).
-	Protect []Protected
 }
 
 // Config describes one cell.
@@ -86,8 +86,9 @@ type Config struct {
 	// Rules are registered in order; a path that cannot be opened is an
 	// error (the caller leaves out paths that do not exist).
 	Rules []Rule
-	// Protect are entries below the Protect rule the agent may read but
-	// not make or change.
+	// Protect are entries the agent may read but not make or change:
+	// below the Protect rule, and git's (Protected.Git) below every
+	// writable rule.
 	Protect []Protected
 	// Patterns are names refused below the rules their scope names.
 	Patterns []Pattern
@@ -210,6 +211,7 @@ func Load(cfg Config) (*Jail, error) {
 			}
 		}
 		delete(spec.Maps, "calls")
+		delete(spec.Maps, "obs_created")
 		if err := fitToKernel(spec); err != nil {
 			return nil, err
 		}
@@ -243,6 +245,12 @@ func Load(cfg Config) (*Jail, error) {
 	if patCount > PatternMax {
 		return nil, fmt.Errorf("load jail: %d deny patterns, the kernel's table holds %d", patCount, PatternMax)
 	}
+	for _, e := range cfg.Protect {
+		if err := CheckProtected(e); err != nil {
+			return nil, fmt.Errorf("load jail: %w", err)
+		}
+	}
+	_, gitNames, _ := gitTable(cfg.Protect)
 	var namedCount uint32
 	for _, r := range cfg.Rules {
 		if r.Flags&Named == 0 {
@@ -265,6 +273,8 @@ func Load(cfg Config) (*Jail, error) {
 		"pat_count":       patCount,
 		"pat_scopes":      patScopes,
 		"named_count":     namedCount,
+		"git_names":       gitNames,
+		"observe_only":    boolU32(cfg.Observe),
 	} {
 		if err := set(name, v); err != nil {
 			return nil, fmt.Errorf("load jail: set %s: %w", name, err)
@@ -291,19 +301,13 @@ func Load(cfg Config) (*Jail, error) {
 	j := &Jail{coll: coll, rules: map[uint32]string{}, loadTime: loaded}
 	// Before anything attaches, like the rules: an entry that is not in
 	// the table is not protected, so a failed write stops here.
-	roots := []protectRoot{{entries: cfg.Protect}}
-	for _, r := range cfg.Rules {
-		if r.Flags&Protect != 0 && r.Protect != nil {
-			roots = append(roots, protectRoot{prefix: r.Path + "/", entries: r.Protect})
-		}
-	}
-	protNames, rootNodes, err := fillProtect(coll.Maps["protect"], roots...)
+	protNames, err := fillProtect(coll.Maps["protect"], coll.Maps["gitnames"], cfg.Protect)
 	if err != nil {
 		j.Close()
 		return nil, fmt.Errorf("load jail: %w", err)
 	}
-	for node, path := range protNames {
-		j.rules[protRule+node] = "protected " + path
+	for id, path := range protNames {
+		j.rules[id] = "protected " + path
 	}
 	_, _, patNames, err := fillPatterns(coll.Maps["patterns"], cfg.Patterns)
 	if err != nil {
@@ -359,7 +363,7 @@ func Load(cfg Config) (*Jail, error) {
 			}
 		}
 	}
-	if err := j.register(rules, rootNodes[1:]); err != nil {
+	if err := j.register(rules); err != nil {
 		j.Close()
 		return nil, err
 	}
@@ -437,7 +441,7 @@ func boolU32(b bool) uint32 {
 // register records each rule root under the identity the kernel gives it:
 // agent-lock opens the path while the registration slot names this process,
 // and file_open writes (dev, inode) as it sees them into the rule map.
-func (j *Jail) register(rules []Rule, protRoots []uint32) error {
+func (j *Jail) register(rules []Rule) error {
 	// One thread, one open at a time: the slot is consumed by the next
 	// open of this process.
 	runtime.LockOSThread()
@@ -455,10 +459,6 @@ func (j *Jail) register(rules []Rule, protRoots []uint32) error {
 			continue
 		}
 		slot := jailRegistration{Flags: uint32(r.Flags), Id: id}
-		if r.Flags&Protect != 0 && r.Protect != nil {
-			// In the order Load gave them their trie nodes.
-			slot.Prot, protRoots = protRoots[0], protRoots[1:]
-		}
 		if _, err := j.handshake(r.Path, slot); err != nil {
 			return fmt.Errorf("register %s: %w", r.Path, err)
 		}
@@ -599,12 +599,37 @@ func (j *Jail) pin(dir string) error {
 // Counters are totals kept by the kernel, summed over CPUs.
 type Counters struct {
 	InBounds, System, Escapes, Lost, ForkDenied uint64
+	// GitMade counts git's command files (and .git files) the jail made
+	// in folders it made (jail.h CNT_GIT_MADE): what the user's git may
+	// run from them is to be checked when the session ends.
+	GitMade uint64
 }
 
 // Sub returns c - o.
 func (c Counters) Sub(o Counters) Counters {
 	return Counters{c.InBounds - o.InBounds, c.System - o.System, c.Escapes - o.Escapes,
-		c.Lost - o.Lost, c.ForkDenied - o.ForkDenied}
+		c.Lost - o.Lost, c.ForkDenied - o.ForkDenied, c.GitMade - o.GitMade}
+}
+
+// Made says whether the jail made the file f is open on (any mode,
+// O_PATH included) in this session: the mark the kernel keeps on the
+// inodes the jail creates (jail.h, struct mark). Only the BPF LSM keeps
+// marks; the observers' cells have none, and Made fails there.
+func (j *Jail) Made(f *os.File) (bool, error) {
+	m := j.coll.Maps["marks"]
+	if m == nil {
+		return false, errors.New("this cell keeps no marks of what the jail made (the observers' cell)")
+	}
+	var created uint32
+	err := m.Lookup(int32(f.Fd()), &created)
+	runtime.KeepAlive(f)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up the jail's mark on %s: %w", f.Name(), err)
+	}
+	return created != 0, nil
 }
 
 // Counters reads the kernel's counters.
@@ -631,6 +656,7 @@ func (j *Jail) Counters() (Counters, error) {
 		{jailAlCounterCNT_ESCAPES, &c.Escapes},
 		{jailAlCounterCNT_LOST, &c.Lost},
 		{jailAlCounterCNT_FORK_DENIED, &c.ForkDenied},
+		{jailAlCounterCNT_GIT_MADE, &c.GitMade},
 	} {
 		v, err := get(f.slot)
 		if err != nil {

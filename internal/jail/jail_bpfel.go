@@ -30,7 +30,8 @@ const (
 	jailAlCounterCNT_ESCAPES     jailAlCounter = 2
 	jailAlCounterCNT_LOST        jailAlCounter = 3
 	jailAlCounterCNT_FORK_DENIED jailAlCounter = 4
-	jailAlCounterCNT_MAX         jailAlCounter = 5
+	jailAlCounterCNT_GIT_MADE    jailAlCounter = 5
+	jailAlCounterCNT_MAX         jailAlCounter = 6
 )
 
 type jailAlOp uint32
@@ -94,6 +95,24 @@ type jailEvent struct {
 	Path2Len  uint16
 	Comm      [16]int8
 	Path      [8192]int8
+}
+
+type jailGitclass struct {
+	_    structs.HostLayout
+	Bits uint32
+	Rule uint32
+}
+
+type jailGitname struct {
+	_    structs.HostLayout
+	Len  uint32
+	Name [16]int8
+}
+
+type jailKeys struct {
+	_    structs.HostLayout
+	Prot jailProtKey
+	Git  jailGitname
 }
 
 type jailMark struct {
@@ -181,9 +200,12 @@ const (
 	jailMapCalls                  = "calls"
 	jailMapCounters               = "counters"
 	jailMapEvents                 = "events"
+	jailMapGitnames               = "gitnames"
 	jailMapInbLast                = "inb_last"
+	jailMapKeys                   = "keys"
 	jailMapMarks                  = "marks"
 	jailMapNamedFiles             = "named_files"
+	jailMapObsCreated             = "obs_created"
 	jailMapOwned                  = "owned"
 	jailMapPatterns               = "patterns"
 	jailMapPendings               = "pendings"
@@ -247,9 +269,11 @@ const (
 	jailProgUnixMaySend           = "unix_may_send"
 	jailProgUnixStreamConnect     = "unix_stream_connect"
 	jailVarAuditMode              = "audit_mode"
+	jailVarGitNames               = "git_names"
 	jailVarInbGapNs               = "inb_gap_ns"
 	jailVarJailCgroupId           = "jail_cgroup_id"
 	jailVarNamedCount             = "named_count"
+	jailVarObserveOnly            = "observe_only"
 	jailVarPatCount               = "pat_count"
 	jailVarPatScopes              = "pat_scopes"
 	jailVarStreamInbounds         = "stream_inbounds"
@@ -362,9 +386,12 @@ type jailMapSpecs struct {
 	Calls      *ebpf.MapSpec `ebpf:"calls"`
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
+	Gitnames   *ebpf.MapSpec `ebpf:"gitnames"`
 	InbLast    *ebpf.MapSpec `ebpf:"inb_last"`
+	Keys       *ebpf.MapSpec `ebpf:"keys"`
 	Marks      *ebpf.MapSpec `ebpf:"marks"`
 	NamedFiles *ebpf.MapSpec `ebpf:"named_files"`
+	ObsCreated *ebpf.MapSpec `ebpf:"obs_created"`
 	Owned      *ebpf.MapSpec `ebpf:"owned"`
 	Patterns   *ebpf.MapSpec `ebpf:"patterns"`
 	Pendings   *ebpf.MapSpec `ebpf:"pendings"`
@@ -379,9 +406,11 @@ type jailMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type jailVariableSpecs struct {
 	AuditMode      *ebpf.VariableSpec `ebpf:"audit_mode"`
+	GitNames       *ebpf.VariableSpec `ebpf:"git_names"`
 	InbGapNs       *ebpf.VariableSpec `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.VariableSpec `ebpf:"jail_cgroup_id"`
 	NamedCount     *ebpf.VariableSpec `ebpf:"named_count"`
+	ObserveOnly    *ebpf.VariableSpec `ebpf:"observe_only"`
 	PatCount       *ebpf.VariableSpec `ebpf:"pat_count"`
 	PatScopes      *ebpf.VariableSpec `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.VariableSpec `ebpf:"stream_inbounds"`
@@ -411,9 +440,12 @@ type jailMaps struct {
 	Calls      *ebpf.Map `ebpf:"calls"`
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Events     *ebpf.Map `ebpf:"events"`
+	Gitnames   *ebpf.Map `ebpf:"gitnames"`
 	InbLast    *ebpf.Map `ebpf:"inb_last"`
+	Keys       *ebpf.Map `ebpf:"keys"`
 	Marks      *ebpf.Map `ebpf:"marks"`
 	NamedFiles *ebpf.Map `ebpf:"named_files"`
+	ObsCreated *ebpf.Map `ebpf:"obs_created"`
 	Owned      *ebpf.Map `ebpf:"owned"`
 	Patterns   *ebpf.Map `ebpf:"patterns"`
 	Pendings   *ebpf.Map `ebpf:"pendings"`
@@ -428,9 +460,12 @@ func (m *jailMaps) Close() error {
 		m.Calls,
 		m.Counters,
 		m.Events,
+		m.Gitnames,
 		m.InbLast,
+		m.Keys,
 		m.Marks,
 		m.NamedFiles,
+		m.ObsCreated,
 		m.Owned,
 		m.Patterns,
 		m.Pendings,
@@ -446,9 +481,11 @@ func (m *jailMaps) Close() error {
 // It can be passed to loadJailObjects or ebpf.CollectionSpec.LoadAndAssign.
 type jailVariables struct {
 	AuditMode      *ebpf.Variable `ebpf:"audit_mode"`
+	GitNames       *ebpf.Variable `ebpf:"git_names"`
 	InbGapNs       *ebpf.Variable `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.Variable `ebpf:"jail_cgroup_id"`
 	NamedCount     *ebpf.Variable `ebpf:"named_count"`
+	ObserveOnly    *ebpf.Variable `ebpf:"observe_only"`
 	PatCount       *ebpf.Variable `ebpf:"pat_count"`
 	PatScopes      *ebpf.Variable `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.Variable `ebpf:"stream_inbounds"`

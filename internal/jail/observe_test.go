@@ -3,6 +3,7 @@ package jail_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -190,16 +191,39 @@ func TestObserveProcLinks(t *testing.T) {
 	}
 }
 
-// TestObserveProtected: the protect trie, through the observers (which
-// share classify with the hooks and load here): writes to protected
-// entries of DIR at every depth are reported with their rule, as is the
-// write to a file under a protected folder; the same names elsewhere are
-// not protected.
+// TestObserveProtected: the protect trie and git's names, through the
+// observers (which share classify with the hooks and load here): writes to
+// protected entries of DIR, and to git's files the user had in every
+// repository at any depth (a nested one's config, a submodule's and a
+// linked worktree's git directories, a .git file, .gitmodules, a sample
+// hook), are reported with their rule, as is the write to a file under a
+// protected folder; the same names outside a git directory, and git's
+// other files, are not protected. The git files the agent makes (a linked
+// worktree's links, a .git file, .gitmodules, sample hooks, by the
+// observers' account of the files an open made) are its own, written again
+// too, except a hook git would run.
 func TestObserveProtected(t *testing.T) {
 	c := newObserved(t, policy.Protected...)
-	out, _ := c.run(`mkdir -p .git/hooks .claude sub/.git sub/wt
-		echo x > .git/config; echo x > .git/hooks/pre-commit; echo x > .claude/settings.json
-		echo x > .envrc; echo x > sub/.git/config; echo x > sub/wt/.git; echo x > .git/index
+	for _, rel := range []string{".git/config", ".git/hooks/pre-commit", ".git/hooks/pre-commit.sample", ".git/index",
+		".claude/settings.json", "sub/.git/config", "sub/wt/.git", "sub/.git/modules/m/config", "sub/.git/modules/m/HEAD",
+		"sub/.git/worktrees/w/commondir", "sub/.git/worktrees/w/gitdir", "sub/.git/refs/heads/main",
+		"sub/.git/info/attributes", "sub/notgit/config", "deep/a/b/c/.gitmodules"} {
+		p := filepath.Join(c.dir, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("x\n"), 0o644)
+	}
+	if out, err := exec.Command("chown", "-R", fmt.Sprint(testUID), c.dir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	out, _ := c.run(`for f in .git/config .git/hooks/pre-commit .git/hooks/pre-commit.sample .git/index .claude/settings.json \
+			sub/.git/config sub/wt/.git sub/.git/modules/m/config sub/.git/modules/m/HEAD sub/.git/worktrees/w/commondir \
+			sub/.git/worktrees/w/gitdir sub/.git/refs/heads/main sub/.git/info/attributes sub/notgit/config \
+			deep/a/b/c/.gitmodules; do echo y >> $f; done
+		echo x > .envrc
+		mkdir -p own/.git/hooks .git/worktrees/new wt2 deep2
+		echo x > own/.git/hooks/pre-push.sample; echo x > own/.git/hooks/pre-commit
+		echo x > .git/worktrees/new/commondir; echo x >> .git/worktrees/new/commondir; echo x > wt2/.git
+		echo x > deep2/.gitmodules; echo x >> deep2/.gitmodules
 		echo done`)
 	if out != "done\n" {
 		t.Fatalf("script: %q", out)
@@ -207,6 +231,9 @@ func TestObserveProtected(t *testing.T) {
 	rules := map[string]string{}
 	for _, e := range c.events() {
 		if e.Op == "write" {
+			if r, ok := rules[e.Path]; ok && r != e.Rule {
+				t.Errorf("%s: written twice, with rules %q and %q", e.Path, r, e.Rule)
+			}
 			rules[e.Path] = e.Rule
 			// Reached, as the observers report what the rules refuse
 			// and Landlock let through; flagged protected.
@@ -216,13 +243,27 @@ func TestObserveProtected(t *testing.T) {
 		}
 	}
 	for rel, want := range map[string]string{
-		".git/config":           "protected .git/config",
-		".git/hooks/pre-commit": "protected .git/hooks",
-		".claude/settings.json": "protected .claude/settings.json",
-		".envrc":                "protected .envrc",
-		"sub/.git/config":       "project directory",
-		"sub/wt/.git":           "project directory",
-		".git/index":            "project directory",
+		".git/config":                    "protected .git/config",
+		".git/hooks/pre-commit":          "protected .git/hooks",
+		".git/hooks/pre-commit.sample":   "protected .git/hooks",
+		".claude/settings.json":          "protected .claude/settings.json",
+		".envrc":                         "protected .envrc",
+		"sub/.git/config":                "protected .git/config",
+		"sub/wt/.git":                    "protected .git",
+		".git/index":                     "project directory",
+		"sub/.git/modules/m/config":      "protected .git/config",
+		"sub/.git/modules/m/HEAD":        "project directory",
+		"sub/.git/worktrees/w/commondir": "protected .git/commondir",
+		"sub/.git/worktrees/w/gitdir":    "protected .git/gitdir",
+		"sub/.git/refs/heads/main":       "project directory",
+		"sub/.git/info/attributes":       "project directory",
+		"sub/notgit/config":              "project directory",
+		"deep/a/b/c/.gitmodules":         "protected .gitmodules",
+		"own/.git/hooks/pre-push.sample": "project directory",
+		"own/.git/hooks/pre-commit":      "protected .git/hooks",
+		".git/worktrees/new/commondir":   "project directory",
+		"wt2/.git":                       "project directory",
+		"deep2/.gitmodules":              "project directory",
 	} {
 		if got, ok := rules[filepath.Join(c.dir, rel)]; !ok || got != want {
 			t.Errorf("write of %s: rule %q (reported: %v), want %q", rel, got, ok, want)

@@ -6,10 +6,11 @@ import (
 )
 
 func TestProtectTrie(t *testing.T) {
-	trie, names, roots, err := protectTrie(protectRoot{entries: []Protected{
-		{Path: ".git/hooks"}, {Path: ".git", DirOnly: true}, {Path: ".git/config"}, {Path: ".envrc"},
+	entries := []Protected{
+		{Path: ".git/hooks", Git: true}, {Path: ".git", Git: true}, {Path: ".git/config", Git: true}, {Path: ".envrc"},
 		{Path: ".claude/settings.json"},
-	}}, protectRoot{prefix: "/r/.git/worktrees/w/", entries: []Protected{{Path: "commondir"}, {Path: "config"}}})
+	}
+	trie, names, err := protectTrie(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,61 +30,74 @@ func TestProtectTrie(t *testing.T) {
 		}
 		return v
 	}
-	git := node(0, ".git")
-	if git.Flags != protEntry || names[git.Node] != ".git" {
-		t.Errorf(".git: %+v %q, want the entry flag only", git, names[git.Node])
-	}
-	for _, n := range []string{"hooks", "config"} {
-		if v := node(git.Node, n); v.Flags != protTree || names[v.Node] != ".git/"+n {
-			t.Errorf(".git/%s: %+v %q", n, v, names[v.Node])
-		}
+	// Git's entries are matched by name at any depth, not in the trie.
+	if _, ok := trie[key(0, ".git")]; ok {
+		t.Errorf(".git in the trie: %v", trie)
 	}
 	claude := node(0, ".claude")
 	if claude.Flags != 0 {
 		t.Errorf(".claude is only a way to settings.json, yet has flags %d", claude.Flags)
 	}
-	if v := node(claude.Node, "settings.json"); v.Flags != protTree {
-		t.Errorf(".claude/settings.json: %+v", v)
+	if v := node(claude.Node, "settings.json"); v.Flags != protTree || names[v.Node] != ".claude/settings.json" {
+		t.Errorf(".claude/settings.json: %+v %q", v, names[v.Node])
 	}
 	if v := node(0, ".envrc"); v.Flags != protTree {
 		t.Errorf(".envrc: %+v", v)
 	}
-	// The second root's entries lie below its own node, named with its
-	// path; DIR's config is not its config.
-	if len(roots) != 2 || roots[0] != 0 || roots[1] == 0 {
-		t.Fatalf("root nodes %v", roots)
+	if len(trie) != 3 {
+		t.Errorf("%d entries, want 3: %v", len(trie), trie)
 	}
-	if v := node(roots[1], "commondir"); v.Flags != protTree || names[v.Node] != "/r/.git/worktrees/w/commondir" {
-		t.Errorf("second root's commondir: %+v %q", v, names[v.Node])
-	}
-	if _, ok := trie[key(0, "commondir")]; ok {
-		t.Error("the second root's entries leak into DIR's")
-	}
-	if v := node(roots[1], "config"); v.Node == node(git.Node, "config").Node {
-		t.Error("the two roots share a node")
-	}
-	if len(trie) != 8 {
-		t.Errorf("%d entries, want 8: %v", len(trie), trie)
-	}
-	seen := map[uint32]bool{0: true, roots[1]: true}
-	for _, v := range trie {
-		if seen[v.Node] {
-			t.Errorf("node %d used twice", v.Node)
+
+	git, classes, gitNames := gitTable(entries)
+	gkey := func(name string) jailGitname {
+		var k jailGitname
+		k.Len = uint32(len(name))
+		for i := range len(name) {
+			k.Name[i] = int8(name[i])
 		}
-		seen[v.Node] = true
+		return k
+	}
+	for name, class := range map[string]uint32{".git": giDotgit, "hooks": giHooks, "config": giConfig,
+		"modules": giFollowed, "worktrees": giFollowed} {
+		if v, ok := git[gkey(name)]; !ok || v.Bits != 1<<class || v.Rule != gitRule+class {
+			t.Errorf("git name %s: %+v %v", name, v, ok)
+		}
+	}
+	if len(git) != 5 || classes != 1<<giDotgit|1<<giHooks|1<<giConfig|1<<giFollowed {
+		t.Errorf("git table %v, classes %#x", git, classes)
+	}
+	if gitNames[gitRule+giHooks] != ".git/hooks" || gitNames[gitRule+giDotgit] != ".git" {
+		t.Errorf("git rule names %v", gitNames)
+	}
+	// Without .git, no folder is a git directory: modules and worktrees
+	// are no one's names.
+	git, _, _ = gitTable([]Protected{{Path: ".gitmodules", Git: true}})
+	if len(git) != 1 {
+		t.Errorf("only .gitmodules: %v", git)
 	}
 }
 
 func TestCheckProtected(t *testing.T) {
 	for _, bad := range []string{"", "/abs", "a/b/c/d", "a//b", "../x", "a/./b", strings.Repeat("x", 32)} {
-		if err := CheckProtected(bad); err == nil {
+		if err := CheckProtected(Protected{Path: bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	for _, good := range []string{".git", ".git/hooks", "a/b/c", strings.Repeat("x", 31)} {
-		if err := CheckProtected(good); err != nil {
+		if err := CheckProtected(Protected{Path: good}); err != nil {
 			t.Errorf("%q: %v", good, err)
 		}
+	}
+	for p := range gitEntries {
+		if err := CheckProtected(Protected{Path: p, Git: true}); err != nil {
+			t.Errorf("git's %q: %v", p, err)
+		}
+		if g := gitEntries[p]; len(g.Name) >= gitNameLen {
+			t.Errorf("git's %q: the kernel matches names shorter than %d bytes", p, gitNameLen)
+		}
+	}
+	if err := CheckProtected(Protected{Path: ".git/objects", Git: true}); err == nil || !strings.Contains(err.Error(), ".git/hooks") {
+		t.Errorf("an unknown git name: %v", err)
 	}
 }
 

@@ -279,7 +279,7 @@ func Limits(abi int) []string {
 		"inotify watches outside",
 		"other processes' /proc cmdline and status",
 		"writes through hard links made before the session",
-		"protected files in the project (.git/hooks, .git/config, .envrc, ...): Landlock grants the directory whole",
+		"protected files in the project (.envrc, ...) and git's hooks, configs and links in every repository (and the check of those the agent made, which needs the BPF LSM's marks): Landlock grants the directory whole",
 		"secrets by name inside grants (*.pem, id_*, .env*, --deny PATTERN): Landlock grants by path",
 	}
 	if abi < 9 {

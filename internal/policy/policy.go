@@ -39,24 +39,28 @@ var HomeSecrets = []string{
 	".lesshst", ".node_repl_history",
 }
 
-// Protected are the entries of the project directory the agent may read but
-// not create, change, replace or remove, because the user's own tools run
-// them outside the jail, often without being asked: git runs hooks and
-// reads config (core.fsmonitor, core.hooksPath, a commondir elsewhere) on
-// `git status`; direnv runs .envrc on cd; editors run workspace tasks;
-// agents load their instructions, commands, hooks and MCP servers from the
-// project; pre-commit and husky run what their files say on commit. A
-// .git file (gitdir: elsewhere) would point git at a config the agent wrote,
-// so .git may be made only as a directory. agent-lock's own policy file is
-// here too: an agent that could write it would widen its next cell.
+// Protected are the entries the agent may read but not create, change,
+// replace or remove, because the user's own tools run them outside the
+// jail, often without being asked. Git's (Git: true) are protected in every
+// repository, at any depth, below DIR and every writable grant: git runs
+// hooks and reads config (core.fsmonitor, core.hooksPath, ...) on `git
+// status`, follows a .git file, a commondir or a linked worktree's gitdir
+// to another git directory, and runs a submodule's or a nested repository's
+// when the index registers it; in a repository the agent makes, it may make
+// them (hooks: only samples), and agent-lock checks them when the session
+// ends (session's gitcheck). The others are DIR's: direnv runs .envrc on
+// cd; editors run workspace tasks; agents load their instructions,
+// commands, hooks and MCP servers from the project; pre-commit and husky
+// run what their files say on commit. agent-lock's own policy file is here
+// too: an agent that could write it would widen its next cell.
 var Protected = []jail.Protected{
-	{Path: ".git", DirOnly: true},
-	{Path: ".git/hooks"},
-	{Path: ".git/config"},
-	{Path: ".git/config.worktree"},
-	{Path: ".git/commondir"},
-	{Path: ".git/modules"},
-	{Path: ".gitmodules"},
+	{Path: ".git", Git: true},
+	{Path: ".git/hooks", Git: true},
+	{Path: ".git/config", Git: true},
+	{Path: ".git/config.worktree", Git: true},
+	{Path: ".git/commondir", Git: true},
+	{Path: ".git/gitdir", Git: true},
+	{Path: ".gitmodules", Git: true},
 	{Path: ".envrc"},
 	{Path: ".vscode"},
 	{Path: ".idea"},
@@ -100,7 +104,7 @@ func Unprotect(dir string, paths []string) ([]jail.Protected, error) {
 			continue
 		}
 		for _, e := range Protected {
-			if under(rel, e.Path) && !e.DirOnly {
+			if under(rel, e.Path) && e.Path != ".git" {
 				return nil, fmt.Errorf("--unprotect %s: it lies inside the protected %s; unprotect %s as a whole", p, e.Path, e.Path)
 			}
 		}
@@ -194,6 +198,11 @@ func (p Policy) Rules() []jail.Rule {
 		real, err := RealPath(r.Path, r.Flags&jail.Named != 0)
 		if err != nil {
 			return
+		}
+		// A writable root inside a git directory (--allow-write
+		// ~/repo/.git/modules/x): git's names below it are git's.
+		if r.Flags&jail.Write != 0 && inGitDir(real) {
+			r.Flags |= jail.InGit
 		}
 		if seen[real]&r.Flags == r.Flags {
 			return
@@ -303,6 +312,11 @@ func (p Policy) Denied() []Denial {
 		}
 	}
 	return out
+}
+
+// inGitDir says whether path lies at or below a folder named .git.
+func inGitDir(path string) bool {
+	return strings.HasSuffix(path, "/.git") || strings.Contains(path, "/.git/")
 }
 
 // Denial is a denied tree and the rule that denies it.

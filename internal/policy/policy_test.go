@@ -73,7 +73,7 @@ func TestUnprotect(t *testing.T) {
 		t.Fatalf("no --unprotect: %v %v", all, err)
 	}
 	for _, e := range Protected {
-		if err := jail.CheckProtected(e.Path); err != nil {
+		if err := jail.CheckProtected(e); err != nil {
 			t.Errorf("built-in entry: %v", err)
 		}
 	}

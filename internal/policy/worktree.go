@@ -19,13 +19,6 @@ type GitWorktree struct {
 	GitDir, Common string
 }
 
-// WorktreeProtected are the entries of a worktree's git directory the
-// agent may read but not write: the links to the common directory (a
-// commondir pointing at a directory the agent wrote would hand the user's
-// next git command a config, and hooks, of its choosing) and the
-// per-worktree config git reads when extensions.worktreeConfig is on.
-var WorktreeProtected = []jail.Protected{{Path: "commondir"}, {Path: "gitdir"}, {Path: "config.worktree"}}
-
 // FindGitWorktree reads DIR/.git (DIR resolved). It finds nothing where
 // .git is a directory, names a git directory inside DIR (a submodule's),
 // or does not lead to a worktree's git directory that names DIR/.git back
@@ -80,19 +73,26 @@ func FindGitWorktree(dir string) (GitWorktree, bool) {
 	return GitWorktree{GitDir: gitdir, Common: common}, true
 }
 
-// rules are the worktree's grants: its git directory read-write with
-// WorktreeProtected read-only, the common directory read-only, and its
-// objects, refs and logs read-write. Not marked Grant: the secret-name
-// patterns are for the user's trees, and a branch may be called id_fix.
+// rules are the worktree's grants: its git directory read-write, the
+// common directory read-only, and its objects, refs and logs read-write.
+// The writable ones lie in git directories (InGit) whatever they are
+// called (a bare repository's need not be .git): git's files below them
+// are protected as in any repository, so the worktree's links to the
+// common directory (commondir, gitdir: a commondir pointing at a directory
+// the agent wrote would hand the user's next git command a config, and
+// hooks, of its choosing) and its config.worktree are read-only, as is
+// DIR's .git file on the other side of the link. Not marked Grant: the
+// secret-name patterns are for the user's trees, and a branch may be
+// called id_fix.
 func (w GitWorktree) rules() []jail.Rule {
 	out := []jail.Rule{
 		{Path: w.Common, Flags: jail.Read, Name: "git worktree's repository " + w.Common},
-		{Path: w.GitDir, Flags: jail.Read | jail.Write | jail.Protect, Name: "git worktree " + w.GitDir, Protect: WorktreeProtected},
+		{Path: w.GitDir, Flags: jail.Read | jail.Write | jail.InGit, Name: "git worktree " + w.GitDir},
 	}
 	for _, d := range []string{"objects", "refs", "logs"} {
 		p := filepath.Join(w.Common, d)
 		if _, err := os.Stat(p); err == nil {
-			out = append(out, jail.Rule{Path: p, Flags: jail.Read | jail.Write, Name: "git worktree's repository " + p})
+			out = append(out, jail.Rule{Path: p, Flags: jail.Read | jail.Write | jail.InGit, Name: "git worktree's repository " + p})
 		}
 	}
 	return out

@@ -43,16 +43,28 @@ func TestGitWorktreeRules(t *testing.T) {
 		}
 		return rules[i]
 	}
-	if r := find(w.GitDir); r.Flags != jail.Read|jail.Write|jail.Protect || !slices.Equal(r.Protect, WorktreeProtected) {
+	// Writable, and in a git directory: git's names below it (commondir,
+	// gitdir, config.worktree) are protected as below a .git.
+	if r := find(w.GitDir); r.Flags != jail.Read|jail.Write|jail.InGit {
 		t.Errorf("the worktree's git directory: %+v", r)
 	}
 	if r := find(w.Common); r.Flags != jail.Read {
 		t.Errorf("the common directory must be read-only (its config and hooks run outside the jail): %+v", r)
 	}
 	for _, d := range []string{"objects", "refs"} {
-		if r := find(filepath.Join(w.Common, d)); r.Flags != jail.Read|jail.Write {
+		if r := find(filepath.Join(w.Common, d)); r.Flags != jail.Read|jail.Write|jail.InGit {
 			t.Errorf("%s: %+v", d, r)
 		}
+	}
+	// DIR itself is no git directory; a grant inside one is.
+	if r := find(wt); r.Flags&jail.InGit != 0 {
+		t.Errorf("DIR marked as in a git directory: %+v", r)
+	}
+	mod := filepath.Join(repo, ".git", "modules")
+	os.Mkdir(mod, 0o755)
+	rules = Policy{Dir: wt, AllowWrite: []string{mod}}.Rules()
+	if r := find(mod); r.Flags&jail.InGit == 0 {
+		t.Errorf("a grant inside a .git: %+v", r)
 	}
 
 	// A .git file planted elsewhere, naming the same git directory: that

@@ -150,9 +150,10 @@ try read-user-pattern cat x.secret`,
 }
 
 // TestProtectedFiles: in a project that is a git repository, the agent
-// commits, but cannot plant a hook, rewrite .git/config, turn .git into a
-// pointer elsewhere or write an .envrc; --unprotect lifts one entry; each
-// refusal is reported with the rule that made it. Runs in the test VMs.
+// commits, but cannot plant a hook, rewrite .git/config, move .git away,
+// make a .git pointer elsewhere or write an .envrc; --unprotect lifts one
+// entry; each refusal is reported with the rule that made it. Runs in the
+// test VMs.
 func TestProtectedFiles(t *testing.T) {
 	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
 		t.Skip("runs in the test VMs (make vmtest)")
@@ -160,7 +161,7 @@ func TestProtectedFiles(t *testing.T) {
 	bin := testenv.AgentLockBin(t)
 	_, dir := testenv.ProjectDir(t, 4242)
 	git := "GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@x git -c safe.directory='*'"
-	setup := exec.Command("/bin/sh", "-c", git+" init -q -b main && echo x > f && "+git+" add f && "+git+" commit -qm first")
+	setup := exec.Command("/bin/sh", "-c", git+" init -q -b main && mkdir lib && echo x > f && echo y > lib/g && "+git+" add f lib && "+git+" commit -qm first")
 	setup.Dir = dir
 	if out, err := setup.CombinedOutput(); err != nil {
 		t.Fatalf("git setup: %v\n%s", err, out)
@@ -179,8 +180,9 @@ try hook sh -c 'echo evil > .git/hooks/pre-commit'
 try config git config core.fsmonitor evil
 try envrc sh -c 'echo evil > .envrc'
 try vscode sh -c 'mkdir -p .vscode && echo {} > .vscode/settings.json'
-try gitfile sh -c 'mv .git .git-real && echo "gitdir: /tmp/x" > .git'
-try rename-onto-git mv .git-real .git
+try move-git mv .git .git-real
+try gitfile sh -c 'echo "gitdir: /tmp/x" > lib/.git'
+try rename-onto-git sh -c 'mkdir g && mv g lib/.git'
 `
 	rep := testenv.ReportPath(t, 4242)
 	cmd := exec.Command(bin, "--headless", "--report", rep, "--unprotect", ".vscode", dir, "--", "/bin/sh", "-c", script)
@@ -196,16 +198,17 @@ try rename-onto-git mv .git-real .git
 		}
 	}
 	want := map[string]string{"commit": "ok", "branch": "ok", "read-config": "ok", "hook": "refused",
-		"config": "refused", "envrc": "refused", "vscode": "ok", "gitfile": "refused", "rename-onto-git": "refused"}
+		"config": "refused", "envrc": "refused", "vscode": "ok", "move-git": "refused", "gitfile": "refused",
+		"rename-onto-git": "refused"}
 	for k, v := range want {
 		if results[k] != v {
 			t.Errorf("%s: %q, want %s (all: %v)", k, results[k], v, results)
 		}
 	}
-	// Renaming .git away is allowed (a directory may be made in its
-	// place, without config or hooks); nothing may take its name but
-	// mkdir, which would bring an agent's config along.
-	if after, _ := os.ReadFile(filepath.Join(dir, ".git-real/config")); string(after) != string(configBefore) {
+	// The user's .git stays where it is, as it was; nothing may take the
+	// name .git in a folder of the user's but mkdir, which brings no
+	// config along.
+	if after, _ := os.ReadFile(filepath.Join(dir, ".git/config")); string(after) != string(configBefore) {
 		t.Errorf(".git/config changed:\n%s", after)
 	}
 	for _, p := range []string{".git/hooks/pre-commit", ".envrc"} {
@@ -246,7 +249,8 @@ try rename-onto-git mv .git-real .git
 		t.Errorf("%d in-bounds samples, summary %+v: want some, each counted in the summary", opens, sum)
 	}
 	for path, rule := range map[string]string{".git/hooks/pre-commit": "protected .git/hooks",
-		".git/config": "protected .git/config", ".git": "protected .git", ".envrc": "protected .envrc"} {
+		".git/config": "protected .git/config", ".git": "protected .git", "lib/.git": "protected .git",
+		".envrc": "protected .envrc"} {
 		if rules[path] != rule {
 			t.Errorf("refusal of %s: rule %q, want %q (all: %v)", path, rules[path], rule, rules)
 		}

@@ -307,6 +307,9 @@ wait:
 		return status, fail(ExitFailed, err)
 	}
 	c := final.Sub(baseline)
+	// Last, with no process of the cell left to change them: the git
+	// files the agent made that the user's git would run.
+	c.Escapes += uint64(checkGit(cell, pol, agent, o.Audit, c.GitMade, o.Report, warn))
 	var hooks []report.HookStat
 	for _, h := range cell.jail.HookStats() {
 		hooks = append(hooks, report.HookStat{Name: h.Name, Runs: h.Runs, Time: h.Time})

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/agent-lock/agent-lock/internal/landlock"
 )
@@ -39,9 +40,15 @@ var landlockLeaks = map[string]expectedLeak{
 
 func init() {
 	// Landlock grants the project directory whole: it cannot keep a name
-	// in it read-only, least of all one that does not exist yet.
+	// in it read-only, least of all one that does not exist yet, nor
+	// git's files at any depth; and the check at the session's end of the
+	// repositories the agent made needs the BPF LSM's marks.
 	for _, t := range protectedTechniques {
-		landlockLeaks[t.Name] = expectedLeak{0, "Landlock cannot protect files inside the project directory"}
+		why := "Landlock cannot protect files inside the project directory"
+		if strings.HasPrefix(t.Name, "git") {
+			why = "Landlock cannot protect git's files in the project's repositories, nor tell which the agent made"
+		}
+		landlockLeaks[t.Name] = expectedLeak{0, why}
 	}
 }
 

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
+
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // protectedTechniques plant, inside DIR, what the user's own tools run
@@ -67,6 +72,121 @@ var protectedTechniques = []Technique{
 		Ops: ops("create"), Path: "project/.agent-lock.toml",
 		Cmd:    bash(`printf '[grants]\nallow-write = ["~"]\n' > {dir}/.agent-lock.toml`),
 		Effect: exists("{dir}/.agent-lock.toml")},
+	// Git's files below DIR's top, in repositories the agent makes and
+	// in the user's; each judged by the user's own git, run outside the
+	// jail after the session, running the agent's command.
+	{Name: "git-nested-fsmonitor", Family: "protected", Doc: "make a nested repository with core.fsmonitor and register it in DIR's index: the user's git status runs it",
+		Ops: ops("plant"), Path: "project/nest/.git/config", Setup: gitProject, Skip: missing("git"),
+		Cmd: bash(gitAuthor + `cd {dir} && git init -q nest && git -C nest commit -q --allow-empty -m n &&
+git update-index --add --cacheinfo 160000,$(git -C nest rev-parse HEAD),nest && git commit -qm nest &&
+git -C nest config core.fsmonitor 'touch {home}/pwned'`),
+		Effect: userGitRan("{dir}")},
+	{Name: "git-nested-config", Family: "protected", Doc: "set core.fsmonitor in the user's nested repository, registered in DIR's index",
+		Ops: ops("rename", "write", "create"), Path: "project/nest/.git/config", Setup: gitNested, Skip: missing("git"),
+		Cmd:    bash(`cd {dir} && git -C nest config core.fsmonitor 'touch {home}/pwned'`),
+		Effect: userGitRan("{dir}")},
+	{Name: "git-worktree-commondir", Family: "protected", Doc: "point a linked worktree's commondir (in DIR's .git/worktrees) at a copy of the repository with core.fsmonitor",
+		Ops: ops("write"), Path: "project/.git/worktrees/wt/commondir", Setup: gitWorktreeOutside, Skip: missing("git"),
+		Cmd: bash(`cd {dir} && cp -r .git {dir}/evil-common && git config --file {dir}/evil-common/config core.fsmonitor 'touch {home}/pwned' &&
+echo {dir}/evil-common > .git/worktrees/wt/commondir`),
+		Effect: either(userGitRan("{home}/wt"), changed("{dir}/.git/worktrees/wt/commondir", "../..\n"))},
+	{Name: "git-worktree-pointer", Family: "protected", Doc: "DIR is a linked worktree: rewrite its .git file to a copy of the repository with core.fsmonitor",
+		Ops: ops("write"), Path: "project/.git", Setup: gitProjectWorktree, Skip: missing("git"),
+		Cmd: bash(`cp -r {home}/wtmain/.git {dir}/evilgit && git config --file {dir}/evilgit/config core.fsmonitor 'touch {home}/pwned' &&
+printf 'gitdir: {dir}/evilgit\n' > {dir}/.git`),
+		Effect: either(userGitRan("{dir}"), changed("{dir}/.git", "gitdir: {home}/wtmain/.git/worktrees/wt\n"))},
+	{Name: "git-hook-own-repo", Family: "protected", Doc: "plant a hook in a repository the agent made below DIR's top",
+		Ops: ops("create", "write"), Path: "project/nest/.git/hooks/pre-commit", Skip: missing("git"),
+		Cmd:    bash(`cd {dir} && git init -q nest && printf '#!/bin/sh\ntouch {home}/pwned\n' > nest/.git/hooks/pre-commit && chmod +x nest/.git/hooks/pre-commit`),
+		Effect: exists("{dir}/nest/.git/hooks/pre-commit")},
+	{Name: "git-hooks-folder-moved", Family: "protected", Doc: "move a folder holding a hook onto the hooks of a repository the agent made",
+		Ops: ops("rename"), Path: "project/nest/.git/hooks", Skip: missing("git"),
+		Cmd: bash(`cd {dir} && git init -q nest && mkdir h && printf '#!/bin/sh\ntouch {home}/pwned\n' > h/pre-commit && chmod +x h/pre-commit &&
+rm -rf nest/.git/hooks && mv h nest/.git/hooks`),
+		Effect: exists("{dir}/nest/.git/hooks/pre-commit")},
+}
+
+// gitAuthor names a commit's author without a ~/.gitconfig.
+const gitAuthor = "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b\n"
+
+// userSh runs a bash script in dir as the user, outside any jail, as the
+// user's own shell would.
+func userSh(f *Fixture, dir, script string) (string, error) {
+	cmd := exec.Command("/bin/bash", "-c", gitAuthor+script)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + f.Home, "PATH=" + testenv.PathEnv, "LANG=C", "USER=" + f.U.Name}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(f.U.UID), Gid: uint32(f.U.GID)}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %w: %s", script, err, out)
+	}
+	return string(out), nil
+}
+
+// userGitRan is the effect of a command planted for the user's git: the
+// user's git status in dir (run by the user, outside the jail, after the
+// session; --no-optional-locks, so that it changes nothing of its own)
+// ran it.
+func userGitRan(dir string) func(*Fixture, *outcome) string {
+	return func(f *Fixture, o *outcome) string {
+		d := f.expand(dir)
+		userSh(f, d, "git --no-optional-locks status --short >/dev/null 2>&1")
+		if _, err := os.Lstat(filepath.Join(f.Home, "pwned")); err == nil {
+			return "the user's git status in " + d + " ran the agent's command"
+		}
+		return ""
+	}
+}
+
+// gitProject makes DIR a repository of the user's, its files committed.
+func gitProject(f *Fixture) error {
+	_, err := userSh(f, f.Dir, "git init -q -b main && git add -A && git commit -qm base")
+	return err
+}
+
+// gitNested is gitProject with a nested repository of the user's, nest,
+// registered in DIR's index as git submodule add would.
+func gitNested(f *Fixture) error {
+	if err := gitProject(f); err != nil {
+		return err
+	}
+	_, err := userSh(f, f.Dir, `git init -q nest && git -C nest commit -q --allow-empty -m n &&
+git update-index --add --cacheinfo 160000,$(git -C nest rev-parse HEAD),nest && git commit -qm nest`)
+	return err
+}
+
+// gitWorktreeOutside is gitProject with a linked worktree of the user's
+// outside DIR, ~/wt, whose links back live in DIR's .git/worktrees/wt.
+func gitWorktreeOutside(f *Fixture) error {
+	if err := gitProject(f); err != nil {
+		return err
+	}
+	_, err := userSh(f, f.Dir, "git worktree add -q "+filepath.Join(f.Home, "wt")+" -b wt")
+	return err
+}
+
+// gitProjectWorktree makes DIR a linked worktree of the user's repository
+// ~/wtmain, as git worktree move would leave it: DIR/.git names the
+// worktree's git directory, which names DIR/.git back.
+func gitProjectWorktree(f *Fixture) error {
+	main := filepath.Join(f.Home, "wtmain")
+	if err := f.U.MkdirAll(main); err != nil {
+		return err
+	}
+	if _, err := userSh(f, main, "git init -q -b main && git commit -q --allow-empty -m base && git worktree add -q ../wt-tmp -b wt"); err != nil {
+		return err
+	}
+	gd := filepath.Join(main, ".git/worktrees/wt")
+	if err := os.Rename(filepath.Join(main, ".git/worktrees/wt-tmp"), gd); err != nil {
+		return err
+	}
+	if err := f.U.WriteFile(filepath.Join(gd, "gitdir"), filepath.Join(f.Dir, ".git")+"\n", 0o644); err != nil {
+		return err
+	}
+	if err := f.U.WriteFile(filepath.Join(f.Dir, ".git"), "gitdir: "+gd+"\n", 0o644); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(f.Home, "wt-tmp"))
 }
 
 const (

@@ -64,6 +64,50 @@ git worktree remove wt2
 git init -q -b main src && cd src && echo x > x && git add x && git commit -q -m x && cd ..
 git clone -q src dst && git -C dst log --oneline | grep -q x && echo cloned-ok
 `},
+	// A new project: the agent starts the repository at DIR's top. git
+	// init makes .git with its config and sample hooks (the jail's own:
+	// it made .git), the agent configures it and commits; nothing of it
+	// runs a command, so the check at the session's end finds nothing.
+	{name: "git-init-top", want: "init-top-ok", script: gitEnv + `
+echo hello > README && git init -q -b main && git config user.name Agent && git config user.email agent@example.com
+git add README && git commit -q -m first && git checkout -q -b feature && git checkout -q main
+git remote add origin https://example.com/r.git && git config branch.main.remote origin
+git status --short && git log --oneline | grep >/dev/null first && ls .git/hooks | grep >/dev/null pre-commit.sample && echo init-top-ok
+`},
+	// (grep reads all of a git command's output here: grep -q would close
+	// the pipe early, and git submodule foreach fails on the SIGPIPE.)
+	// DIR is the user's repository with a submodule, set up by the user;
+	// the agent works in the submodule (its git directory is under
+	// .git/modules, whose config and hooks stay protected) and records the
+	// new commit in the superproject. Not git submodule update: it
+	// rewrites the submodule's config (core.worktree, unchanged), which is
+	// refused (README, Limits).
+	{name: "git-submodule", want: "submodule-ok", setup: gitEnv + `
+git init -q -b main upstream && git -C upstream commit -q --allow-empty -m up
+git init -q -b main && echo base > base.txt && git add base.txt && git commit -q -m base
+git -c protocol.file.allow=always submodule add -q "$PWD/upstream" sub && git commit -q -m sub
+`, script: gitEnv + `
+git submodule status | grep >/dev/null sub
+cd sub && echo s > s.txt && git add s.txt && git commit -q -m in-sub && cd ..
+git status --short | grep >/dev/null sub && git diff --submodule | grep >/dev/null in-sub
+git add sub && git commit -q -m bump && git submodule foreach -q git log --oneline | grep >/dev/null in-sub
+echo submodule-ok
+`},
+	// Repositories the agent makes inside DIR, nested and with
+	// submodules: a clone with --recurse-submodules writes a submodule's
+	// git directory, its .git file and configs with core.worktree, all of
+	// which the check at the session's end must find inert.
+	{name: "git-nested", want: "nested-ok", setup: gitEnv + `
+git init -q -b main && echo base > base.txt && git add base.txt && git commit -q -m base
+`, script: gitEnv + `
+git init -q -b main lib && git -C lib commit -q --allow-empty -m lib
+git init -q -b main app && cd app && echo a > a && git add a && git commit -q -m app
+git -c protocol.file.allow=always submodule add -q ../lib lib && git commit -q -m lib && cd ..
+git -c protocol.file.allow=always clone -q --recurse-submodules app copy
+git -C copy submodule status | grep >/dev/null lib && git -C copy/lib log --oneline | grep >/dev/null lib
+cd copy/lib && echo l > l && git add l && git commit -q -m more && cd .. && git add lib && git commit -q -m bump && cd ..
+git status --short && echo nested-ok
+`},
 	{name: "c-compile", want: "hello 42", skip: needTool("cc"), script: `
 cat > hello.c <<'C'
 #include <math.h>

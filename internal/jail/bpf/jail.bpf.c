@@ -42,6 +42,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define S_IFBLK 0060000
 #define S_IFIFO 0010000
 #define S_IFSOCK 0140000
+#define S_IFLNK 0120000
 
 #define SB_NOUSER (1UL << 31)
 #define CLONE_INTO_CGROUP 0x200000000ULL
@@ -90,6 +91,8 @@ const volatile __u32 tty_rdev[4] = {};
 const volatile __u32 pat_count = 0;     /* patterns in use */
 const volatile __u32 pat_scopes = 0;    /* PAT_IN_* any pattern has */
 const volatile __u32 named_count = 0;   /* named files in use */
+const volatile __u32 git_names = 0;     /* GN_* in the gitnames table */
+const volatile __u32 observe_only = 0;  /* the observers alone are loaded (Landlock decides) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -111,6 +114,13 @@ struct {
 	__type(key, struct prot_key);
 	__type(value, struct prot);
 } protect SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct gitname);
+	__type(value, struct gitclass);
+} gitnames SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -453,7 +463,17 @@ struct verdict {
 	__u32 node;     /* the target's protect node, PROT_NONE when it has none */
 	__u32 denied;   /* by a denied root above it */
 	__u32 named;    /* decided by a named file's grant */
+	__u32 git;      /* GV_*: where it lies among git's files (only when a write
+	                 * or a creation is asked: struct query.need) */
 };
+
+/* verdict.git */
+#define GV_IN     (1 << 0) /* a git directory lies above the target */
+#define GV_GITDIR (1 << 1) /* the target is named .git */
+#define GV_PROT   (1 << 2) /* the target is, or lies in, a git directory's command
+                            * file (GN_CONTROL), or is .gitmodules */
+#define GV_HOOKS  (1 << 3) /* the target is a git directory's hooks folder */
+#define GV_OWN    (1 << 4) /* the jail made the target in this session */
 
 /* report_v reports a file decision with what classify said about it. */
 static __always_inline int report_v(__u32 op, struct verdict *v, __u32 flags, __u64 d1, __u64 d2)
@@ -607,19 +627,88 @@ static __always_inline int dev_allowed(__u32 created, __u32 rdev)
 	return 0;
 }
 
+/* The keys of the name lookups below, built off the stack: the verifier
+ * bounds a chain of calls (program, classify, protected, its loop's
+ * callback) to 512 bytes of stack, and classify's walk takes much of it. */
+struct keys {
+	struct prot_key prot;
+	struct gitname git;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct keys);
+} keys SEC(".maps");
+
 /* The protect-trie entry for name d below node parent, or 0. A name longer
  * than any entry's cannot match (nor can one that cannot be read). */
 static __always_inline struct prot *prot_child(__u32 parent, struct dentry *d)
 {
-	struct prot_key k = { .parent = parent };
+	__u32 zero = 0;
+	struct keys *kb;
 	const unsigned char *name;
 
 	if (parent == PROT_NONE || BPF_CORE_READ(d, d_name.len) >= PROT_NAME)
 		return 0;
-	name = BPF_CORE_READ(d, d_name.name);
-	if (bpf_probe_read_kernel_str(k.name, sizeof(k.name), name) <= 0)
+	kb = bpf_map_lookup_elem(&keys, &zero);
+	if (!kb)
 		return 0;
-	return bpf_map_lookup_elem(&protect, &k);
+	__builtin_memset(&kb->prot, 0, sizeof(kb->prot));
+	kb->prot.parent = parent;
+	name = BPF_CORE_READ(d, d_name.name);
+	if (bpf_probe_read_kernel_str(kb->prot.name, sizeof(kb->prot.name), name) <= 0)
+		return 0;
+	return bpf_map_lookup_elem(&protect, &kb->prot);
+}
+
+/* git_lookup is the entry of d's name in the gitnames table, or 0 for any
+ * other name. Every name in the table is shorter than GIT_NAME_LEN, so a
+ * longer one is not read. */
+static __always_inline struct gitclass *git_lookup(struct dentry *d)
+{
+	__u32 zero = 0;
+	struct keys *kb;
+	const unsigned char *name;
+	__u32 len;
+
+	len = BPF_CORE_READ(d, d_name.len);
+	if (len == 0 || len >= GIT_NAME_LEN)
+		return 0;
+	kb = bpf_map_lookup_elem(&keys, &zero);
+	if (!kb)
+		return 0;
+	__builtin_memset(&kb->git, 0, sizeof(kb->git));
+	name = BPF_CORE_READ(d, d_name.name);
+	if (bpf_probe_read_kernel(kb->git.name, len & (GIT_NAME_LEN - 1), name))
+		return 0;
+	kb->git.len = len;
+	return bpf_map_lookup_elem(&gitnames, &kb->git);
+}
+
+/* git_class is the class of d's name (GN_*: one bit), 0 for none. */
+static __always_inline __u32 git_class(struct dentry *d)
+{
+	struct gitclass *c = git_lookup(d);
+
+	return c ? c->bits : 0;
+}
+
+/* is_sample says whether d's name is a sample hook's (NAME.sample), which
+ * git never runs. */
+static __always_inline int is_sample(struct dentry *d)
+{
+	/* ".sample" in the last seven of eight bytes, little-endian. */
+	const __u64 sample = 0x656c706d61732eULL;
+	__u64 w = 0;
+	__u32 len = BPF_CORE_READ(d, d_name.len);
+
+	if (len < 8 || len > 255)
+		return 0;
+	if (bpf_probe_read_kernel(&w, 8, BPF_CORE_READ(d, d_name.name) + len - 8))
+		return 0;
+	return (w >> 8) == sample;
 }
 
 /* The first components of a target's path below its rule root: a second,
@@ -631,7 +720,8 @@ static __always_inline struct prot *prot_child(__u32 parent, struct dentry *d)
  * instructions for classify (about 16000 instead of 2900, in each of the
  * seventeen programs that call it), which doubled agent-lock's start under
  * emulation. Walking again costs one more read per level below the rule
- * root, and only for RULE_PROTECT roots. */
+ * root, and only for operations that write or create below a RULE_PROTECT
+ * root: a read is never refused for being protected. */
 struct topq {
 	__u64 cur;
 	__u64 root;  /* the rule root classify's walk found at depth */
@@ -663,21 +753,59 @@ static long top_step(__u32 i, struct topq *t)
 	return 0;
 }
 
+/* Git's names along the components of a target's path below its rule root,
+ * walked up from the target (bpf_loop's context): a .git protects the
+ * command files seen below it. A walk of its own, apart from the trie's:
+ * both in one callback made the 7.x verifiers walk it for ten times the
+ * instructions. Its state is kept in values the verifier cannot know, so
+ * that the callback's states converge in a pass or two. */
+struct gitw {
+	__u64 cur;
+	__u32 left; /* components still to look at, the target's included */
+	__u32 pend; /* GN_CONTROL of the components seen so far */
+	__u32 prot; /* GN_CONTROL: pend as it was at each .git seen above it;
+	             * GN_DOTGIT: a .git lies above the target */
+	__u32 above; /* 0 for the target, then ~0 */
+};
+
+static long git_step(__u32 i, struct gitw *g)
+{
+	struct dentry *d = (void *)g->cur;
+	__u32 c;
+
+	if (!d || !g->left)
+		return 1;
+	c = git_class(d);
+	g->prot |= (g->pend & -(c & GN_DOTGIT)) | (c & GN_DOTGIT & g->above);
+	g->pend |= c & GN_CONTROL;
+	g->above = ~0U;
+	g->left--;
+	g->cur = (__u64)BPF_CORE_READ(d, d_parent);
+	return 0;
+}
+
 /* What protected is asked: the target, its rule root and how far above the
  * target that root is (classify's walk), and the verdict to complete. */
 struct protq {
 	__u64 dentry;
 	__u64 root;
 	__u32 depth;
-	__u32 node0; /* the root's own trie node */
-	struct verdict v;
+	__u32 node0; /* the root's own trie node, PROT_NONE for none */
+	__u32 git;   /* in: GV_OWN: the jail made the target; GV_IN: the root
+	              * lies in a git directory (RULE_INGIT); out: verdict.git */
+	/* out, for the verdict (not the verdict itself: this lies on
+	 * classify's stack, and the verifier bounds a chain of calls to 512
+	 * bytes of stack) */
+	__u32 flags; /* EV_PROTECTED, or 0 */
+	__u32 rule;  /* the protected entry's, when flags says so */
+	__u32 node;  /* verdict.node */
 };
 
 /* protected follows the target's first components below its RULE_PROTECT
  * root through the trie: inside a PROT_TREE entry the target is read-only
- * (EV_PROTECTED, named by that entry); v.node is the target's own node when
- * its whole path is in the trie, so that creating a name in it can be checked
- * (check_name).
+ * (EV_PROTECTED, named by that entry); node is the target's own node when
+ * its whole path is in the trie, so that creating a name in it can be
+ * checked (check_name).
  * A global function, like classify and report_rep: the verifier checks it
  * once per program, not once for every state of classify that reaches it. */
 __noinline int protected(struct protq *q)
@@ -689,22 +817,23 @@ __noinline int protected(struct protq *q)
 	if (!q)
 		return 0;
 	node = q->node0;
-	if (q->depth == 0) {
-		q->v.node = node;
+	q->flags = 0;
+	q->node = node;
+	if (q->depth == 0)
 		return 0;
-	}
 	t.cur = q->dentry;
 	t.root = q->root;
 	t.depth = q->depth;
 	/* A value the verifier cannot know, so that writing a slot does not
-	 * change the callback's state (fewer passes until it converges);
-	 * the walk writes every slot read below before t.ok is set. */
+	 * change the callback's state (fewer passes until it converges); the
+	 * walk writes every slot read below before t.ok is set. */
 	t.top[0] = t.top[1] = t.top[2] = q->dentry;
 	bpf_loop(MAX_WALK, top_step, &t, 0);
+	q->node = PROT_NONE;
 	if (!t.ok) {
 		/* The path changed under us (a rename between the two walks):
 		 * fail closed, read-only as if the target were protected. */
-		q->v.flags |= EV_PROTECTED;
+		q->flags = EV_PROTECTED;
 		return 0;
 	}
 	for (k = 0; k < PROT_DEPTH; k++) {
@@ -718,13 +847,95 @@ __noinline int protected(struct protq *q)
 			return 0;
 		node = p->node;
 		if (p->flags & PROT_TREE) {
-			q->v.flags |= EV_PROTECTED;
-			q->v.rule = PROT_RULE + node;
+			q->flags = EV_PROTECTED;
+			q->rule = PROT_RULE + node;
 			return 0;
 		}
 	}
 	if (q->depth <= PROT_DEPTH)
-		q->v.node = node;
+		q->node = node;
+	return 0;
+}
+
+/* git_place says where the target lies among git's files (q->git, GV_*),
+ * following git's names along its components below its writable root: in
+ * a git command file (or .gitmodules) the jail did not make, the target is
+ * read-only (EV_PROTECTED, named by that file); a .git the jail did not make
+ * may not be replaced, moved or removed (EV_PROTECTED with GV_GITDIR: what
+ * is made in it is decided by name, check_name).
+ * Apart from protected, as a global function of its own: in one function the
+ * verifier walked this once for every state the trie's walk left. */
+__noinline int git_place(struct protq *q)
+{
+	struct gitw g = {};
+	struct dentry *d;
+	__u32 git, own, cls, rule = 0, prot;
+
+	if (!q)
+		return 0;
+	own = q->git & GV_OWN;
+	d = (void *)q->dentry;
+	q->flags = 0;
+	if (q->depth > 0) {
+		g.cur = q->dentry;
+		g.left = q->depth;
+		/* Zero, read back through q, which the verifier does not
+		 * follow: unknown to it from the first pass, as after it. */
+		g.pend = g.prot = g.above = *(volatile __u32 *)&q->flags;
+		bpf_loop(MAX_WALK, git_step, &g, 0);
+		if (g.left || g.cur != q->root) {
+			/* Not to the root (a rename between the walks): fail
+			 * closed, read-only. */
+			q->flags = EV_PROTECTED;
+			q->git = 0;
+			return 0;
+		}
+	}
+	cls = git_class(d);
+	prot = g.prot;
+	/* A root in a git directory counts as a .git above all. */
+	if (q->git & GV_IN)
+		prot |= g.pend | GN_DOTGIT;
+	/* In a hooks folder only a sample is the jail's to change: the
+	 * hooks refuse making any other name there (git_make); the observers,
+	 * which see a file once it is made, judge it here. */
+	if ((prot & GN_HOOKS) && !(cls & GN_HOOKS) && !is_sample(d))
+		own = 0;
+	git = own;
+	if (prot & GN_DOTGIT)
+		git |= GV_IN;
+	if (cls & GN_DOTGIT)
+		git |= GV_GITDIR;
+	if ((cls & GN_HOOKS) && (prot & GN_DOTGIT))
+		git |= GV_HOOKS;
+	prot &= GN_CONTROL;
+	if (prot) {
+		git |= GV_PROT;
+		/* Named by one of the command files it lies in. */
+		if (prot & GN_HOOKS)
+			rule = GIT_RULE + GI_HOOKS;
+		else if (prot & (1 << GI_CONFIG))
+			rule = GIT_RULE + GI_CONFIG;
+		else if (prot & (1 << GI_CONFIG_WT))
+			rule = GIT_RULE + GI_CONFIG_WT;
+		else if (prot & (1 << GI_COMMONDIR))
+			rule = GIT_RULE + GI_COMMONDIR;
+		else
+			rule = GIT_RULE + GI_GITDIR;
+	} else if (cls & GN_GITMODULES) {
+		git |= GV_PROT;
+		rule = GIT_RULE + GI_GITMODULES;
+	}
+	q->git = git;
+	if (own)
+		return 0;
+	if (git & GV_PROT) {
+		q->flags = EV_PROTECTED;
+		q->rule = rule;
+	} else if (git & GV_GITDIR) {
+		q->flags = EV_PROTECTED;
+		q->rule = GIT_RULE + GI_DOTGIT;
+	}
 	return 0;
 }
 
@@ -878,7 +1089,10 @@ struct query {
 	__u64 dentry;
 	__u64 inode;
 	__u32 created;
-	__u32 pad;
+	__u32 need;    /* P_* the operation needs: only a write or a creation
+	                * asks whether the target is protected */
+	__u32 own;     /* the observers' account of created, for git's files
+	                * (observe_opened); the hooks use created */
 	struct verdict v;
 };
 
@@ -966,6 +1180,7 @@ static __always_inline int decide(struct query *q)
 	v->node = PROT_NONE;
 	v->denied = 0;
 	v->named = 0;
+	v->git = 0;
 	if (inode)
 		mode = BPF_CORE_READ(inode, i_mode);
 
@@ -1086,17 +1301,40 @@ static __always_inline int decide(struct query *q)
 	}
 	v->rule = w.nearest_id;
 	v->is_root = w.nearest_at == 0;
-	if (w.nearest & RULE_PROTECT) {
+	if ((w.nearest & (RULE_WRITE | RULE_SCRATCH)) && (q->need & (P_WRITE | P_CREATE))) {
 		struct protq pq = {
 			.dentry = (__u64)d,
 			.root = w.nearest_d,
 			.depth = w.nearest_at,
 			.node0 = w.nearest_prot,
-			.v = *v,
+			/* The observers say every file is the jail's, for
+			 * second names; for git they keep their own account. */
+			.git = ((observe_only ? q->own : q->created) ? GV_OWN : 0) |
+			       ((w.nearest & RULE_INGIT) ? GV_IN : 0),
 		};
 
-		protected(&pq);
-		*v = pq.v;
+		if (git_names) {
+			git_place(&pq);
+			v->git = pq.git;
+			if (pq.flags) {
+				v->flags |= pq.flags;
+				if (pq.rule)
+					v->rule = pq.rule;
+			}
+		}
+		if (w.nearest & RULE_PROTECT) {
+			pq.rule = 0;
+			protected(&pq);
+			v->node = pq.node;
+			if (pq.flags) {
+				/* Inside an entry of the trie: read-only, .git
+				 * or not. */
+				v->flags |= pq.flags;
+				v->git &= ~GV_GITDIR;
+				if (pq.rule)
+					v->rule = pq.rule;
+			}
+		}
 	}
 	if (w.nearest & RULE_SCRATCH) {
 		if (w.nearest_at == 0) {
@@ -1116,7 +1354,10 @@ static __always_inline int decide(struct query *q)
 		v->class = AL_CLASS_INSIDE;
 		v->perm = P_READ | P_WRITE | P_CREATE;
 		if (v->flags & EV_PROTECTED) {
-			v->perm = P_READ;
+			/* A .git the jail did not make keeps its place; what
+			 * is made in it is decided by name (check_name). */
+			v->perm = (v->git & (GV_GITDIR | GV_PROT)) == GV_GITDIR ? P_READ | P_CREATE
+										: P_READ;
 			return 0;
 		}
 		/* A second name of an outside file: writing it writes there. */
@@ -1178,11 +1419,39 @@ static __always_inline int is_dir(struct dentry *d)
 	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
 }
 
-/* classify_at asks classify about d, a kernel pointer from the hook. */
-static __always_inline void classify_at(struct dentry *d, struct inode *inode, struct verdict *v)
+/* What is renamed or linked to a new name (check_name's src). */
+#define SRC_DIR   (1 << 0) /* a directory */
+#define SRC_LINK  (1 << 1) /* a symlink */
+#define SRC_INGIT (1 << 2) /* from a git directory (GV_IN), or a .git itself */
+
+static __always_inline int is_symlink(struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFLNK;
+}
+
+/* rename_src is check_name's src for d, whose verdict.git is git. */
+static __always_inline __u32 rename_src(struct dentry *d, __u32 git)
+{
+	__u32 src = 0;
+
+	if (is_dir(d))
+		src |= SRC_DIR;
+	if (is_symlink(d))
+		src |= SRC_LINK;
+	if (git & (GV_IN | GV_GITDIR))
+		src |= SRC_INGIT;
+	return src;
+}
+
+/* classify_at asks classify about d, a kernel pointer from the hook, for an
+ * operation that needs need (P_*). */
+static __always_inline void classify_at(struct dentry *d, struct inode *inode, __u32 need,
+					struct verdict *v)
 {
 	struct query q = { .dentry = (__u64)d, .inode = (__u64)inode,
-			   .created = inode_created(inode) };
+			   .created = inode_created(inode), .need = need };
 
 	classify(&q);
 	*v = q.v;
@@ -1193,25 +1462,149 @@ static __always_inline int check(__u32 op, struct dentry *d, __u32 need, int pro
 {
 	struct verdict v;
 
-	classify_at(d, d->d_inode, &v);
+	classify_at(d, d->d_inode, need, &v);
 	if ((v.perm & need) == need && !(protect_root && v.is_root))
 		return 0;
 	return report_v(op, &v, 0, (__u64)d, 0);
 }
 
-/* check_name refuses making the name of dentry in a directory whose verdict
- * is v when the protect trie keeps that name: a PROT_TREE entry is never
- * made, a PROT_ENTRY one only as a directory. */
-static __always_inline int check_name(__u32 op, struct verdict *v, struct dentry *dentry, __u64 d1,
-				      __u64 d2)
-{
-	struct prot *p = prot_child(v->node, dentry);
+/* What git_make is asked: a name to be made (by op, from src) in a folder
+ * whose verdict.git is parent. */
+struct gitmq {
+	__u64 dentry;
+	__u32 op;
+	__u32 parent;
+	__u32 src;
+	__u32 rule; /* out: the git rule that refuses it, 0 for none */
+	__u32 made; /* out: a command file or a .git file is made (CNT_GIT_MADE) */
+	__u32 pad;
+};
 
-	if (!p || (!(p->flags & PROT_TREE) && op == AL_OP_MKDIR))
+/*
+ * git_make decides making a name among git's files (jail.h, struct gitname).
+ * A .git: as a directory anywhere; as a file (a pointer to a git directory)
+ * only in a folder the jail made. .gitmodules, and in a git directory its
+ * command files: only in a folder the jail made, never as a symlink; in a
+ * hooks folder (the jail's: another's is read-only) only NAME.sample files.
+ * In a git directory, a symlink only in a folder the jail made (git init
+ * tries one in each git directory it makes, .git or modules/NAME) and never
+ * named for a command file or a folder git follows (modules, worktrees),
+ * since git would follow it out of the names checked here; and a folder
+ * comes in only from another git directory, since what was made in it
+ * elsewhere was not checked as git's, and never as a command file.
+ * Everything the jail makes is the jail's to change later (GV_OWN), and
+ * what the user's git may run from it (a symlink left in a git directory
+ * included) is checked when the session ends.
+ * A global function: the verifier checks it once per program.
+ */
+__noinline int git_make(struct gitmq *m)
+{
+	struct gitclass *c;
+	struct dentry *d;
+	__u32 cls = 0, rule = 0, own, op, src, par;
+
+	if (!m)
 		return 0;
+	d = (void *)m->dentry;
+	op = m->op;
+	src = m->src;
+	par = m->parent;
+	own = par & GV_OWN;
+	m->rule = 0;
+	m->made = 0;
+	c = git_lookup(d);
+	if (c) {
+		cls = c->bits;
+		rule = c->rule;
+	}
+	if (cls & GN_DOTGIT) {
+		if (op == AL_OP_MKDIR)
+			return 0;
+		if ((op == AL_OP_CREATE || op == AL_OP_MKNOD) && own) {
+			m->made = 1;
+			return 0;
+		}
+		m->rule = rule;
+		return 0;
+	}
+	if (cls & GN_GITMODULES) {
+		if (own && op != AL_OP_SYMLINK && !(src & SRC_LINK))
+			return 0;
+		m->rule = rule;
+		return 0;
+	}
+	if (!(par & (GV_IN | GV_GITDIR)))
+		return 0;
+	if (op == AL_OP_RENAME && (src & SRC_DIR) && (!(src & SRC_INGIT) || (cls & GN_CONTROL))) {
+		/* What a folder from elsewhere holds was not made as git's;
+		 * one from a git directory may hold any name in it but hooks
+		 * (objects/pre-commit), so it never becomes a command file. */
+		m->rule = cls & GN_CONTROL ? rule : GIT_RULE + GI_DOTGIT;
+		return 0;
+	}
+	if (par & GV_HOOKS) {
+		if (op != AL_OP_SYMLINK && op != AL_OP_MKDIR && !(src & (SRC_LINK | SRC_DIR)) &&
+		    is_sample(d))
+			return 0;
+		m->rule = GIT_RULE + GI_HOOKS;
+		return 0;
+	}
+	if (cls & GN_CONTROL) {
+		if (own && op != AL_OP_SYMLINK && !(src & SRC_LINK)) {
+			m->made = 1;
+			return 0;
+		}
+		m->rule = rule;
+		return 0;
+	}
+	if ((op == AL_OP_SYMLINK || (src & SRC_LINK)) && (!own || (cls & GN_FOLLOWED)))
+		m->rule = GIT_RULE + GI_DOTGIT;
+	return 0;
+}
+
+/* A name to be made (check_name): dentry, by op, from src (SRC_*); d1 and
+ * d2 are what a refusal reports. */
+struct naming {
+	__u64 dentry;
+	__u64 d1;
+	__u64 d2;
+	__u32 op;
+	__u32 src;
+};
+
+/* check_name refuses making n's name in a directory whose verdict is v when
+ * the protect trie keeps that name (a PROT_TREE entry is never made, a node
+ * on the way to one only as a directory) or git's rules do (git_make).
+ * Returns 0 or -EACCES. A global function: the verifier checks it once per
+ * program, not once for every state of the hook (path_rename calls it
+ * twice). */
+__noinline int check_name(struct naming *n, struct verdict *v)
+{
+	struct gitmq m = {};
+	struct prot *p;
+
+	if (!n || !v)
+		return 0;
+	p = prot_child(v->node, (void *)n->dentry);
+	if (p && ((p->flags & PROT_TREE) || n->op != AL_OP_MKDIR)) {
+		v->rule = PROT_RULE + p->node;
+		goto refuse;
+	}
+	if (!git_names)
+		return 0;
+	m.dentry = n->dentry;
+	m.op = n->op;
+	m.parent = v->git;
+	m.src = n->src;
+	git_make(&m);
+	if (m.made)
+		count(CNT_GIT_MADE);
+	if (!m.rule)
+		return 0;
+	v->rule = m.rule;
+refuse:
 	v->flags |= EV_PROTECTED;
-	v->rule = PROT_RULE + p->node;
-	return report_v(op, v, 0, d1, d2);
+	return report_v(n->op, v, 0, n->d1, n->d2);
 }
 
 /* may_make says whether the name of dentry may be made in folder dir, whose
@@ -1240,11 +1633,15 @@ static __always_inline int check_create(__u32 op, const struct path *dir, struct
 	struct verdict v;
 	struct pending *pd;
 
-	classify_at(parent, parent->d_inode, &v);
+	classify_at(parent, parent->d_inode, P_CREATE, &v);
 	if (!(v.perm & P_CREATE) && !may_make(&v, parent, dentry))
 		return report_v(op, &v, 0, (__u64)dentry, 0);
-	if (check_name(op, &v, dentry, (__u64)dentry, 0))
-		return -EACCES;
+	{
+		struct naming n = { .dentry = (__u64)dentry, .d1 = (__u64)dentry, .op = op };
+
+		if (check_name(&n, &v))
+			return -EACCES;
+	}
 	pd = bpf_task_storage_get(&pendings, bpf_get_current_task_btf(), 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (pd)
@@ -1372,7 +1769,7 @@ int BPF_PROG(file_open, struct file *file)
 		op = AL_OP_READ;
 		need = P_READ;
 	}
-	classify_at(d, inode, &v);
+	classify_at(d, inode, need, &v);
 	if ((v.perm & need) == need) {
 		if (v.class == AL_CLASS_INSIDE) {
 			count(CNT_INBOUNDS);
@@ -1436,27 +1833,35 @@ SEC("lsm/path_link")
 int BPF_PROG(path_link, struct dentry *old_dentry, const struct path *new_dir,
 	     struct dentry *new_dentry)
 {
+	struct naming n = { .dentry = (__u64)new_dentry, .d1 = (__u64)old_dentry,
+			    .d2 = (__u64)new_dentry, .op = AL_OP_LINK };
 	struct verdict v;
 
 	if (!jailed())
 		return 0;
 	/* A new name for an outside file would make it look inside. */
-	classify_at(old_dentry, old_dentry->d_inode, &v);
+	classify_at(old_dentry, old_dentry->d_inode, P_WRITE, &v);
 	if (!(v.perm & P_WRITE) || v.class != AL_CLASS_INSIDE)
 		return report_v(AL_OP_LINK, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
-	classify_at(new_dir->dentry, new_dir->dentry->d_inode, &v);
+	classify_at(new_dir->dentry, new_dir->dentry->d_inode, P_CREATE, &v);
 	if (!(v.perm & P_CREATE) && !may_make(&v, new_dir->dentry, new_dentry))
 		return report_v(AL_OP_LINK, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
-	if (check_name(AL_OP_LINK, &v, new_dentry, (__u64)old_dentry, (__u64)new_dentry))
+	n.src = is_symlink(old_dentry) ? SRC_LINK : 0;
+	if (check_name(&n, &v))
 		return -EACCES;
 	return 0;
 }
 
+#define RENAME_EXCHANGE (1 << 1)
+
 SEC("lsm/path_rename")
 int BPF_PROG(path_rename, const struct path *old_dir, struct dentry *old_dentry,
-	     const struct path *new_dir, struct dentry *new_dentry)
+	     const struct path *new_dir, struct dentry *new_dentry, unsigned int flags)
 {
+	struct naming n = { .dentry = (__u64)new_dentry, .d1 = (__u64)old_dentry,
+			    .d2 = (__u64)new_dentry, .op = AL_OP_RENAME };
 	struct verdict v;
+	__u32 src_new = 0;
 
 	if (!jailed())
 		return 0;
@@ -1464,21 +1869,33 @@ int BPF_PROG(path_rename, const struct path *old_dir, struct dentry *old_dentry,
 	 * view; out, it takes one of ours (or DIR itself) away. */
 	/* A directory with a named file's name (a lock) moves nowhere: one
 	 * the user had would bring what it holds into view. */
-	classify_at(old_dentry, old_dentry->d_inode, &v);
+	classify_at(old_dentry, old_dentry->d_inode, P_WRITE, &v);
 	if (!(v.perm & P_WRITE) || v.is_root || (v.named && is_dir(old_dentry)))
 		return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
-	classify_at(new_dir->dentry, new_dir->dentry->d_inode, &v);
+	n.src = rename_src(old_dentry, v.git);
+	classify_at(new_dir->dentry, new_dir->dentry->d_inode, P_CREATE, &v);
 	if (!(v.perm & P_CREATE) && !may_make(&v, new_dir->dentry, new_dentry))
 		return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
 	/* Renamed onto a protected name: as if made there (AL_OP_RENAME is
-	 * never AL_OP_MKDIR, so a PROT_ENTRY refuses too). */
-	if (check_name(AL_OP_RENAME, &v, new_dentry, (__u64)old_dentry, (__u64)new_dentry))
+	 * never AL_OP_MKDIR, so a node on the way to an entry refuses too). */
+	if (check_name(&n, &v))
 		return -EACCES;
 	if (new_dentry->d_inode) {
 		/* Replacing (or, with RENAME_EXCHANGE, swapping) an existing name. */
-		classify_at(new_dentry, new_dentry->d_inode, &v);
+		classify_at(new_dentry, new_dentry->d_inode, P_WRITE, &v);
 		if (!(v.perm & P_WRITE) || v.is_root || (v.named && is_dir(new_dentry)))
 			return report_v(AL_OP_RENAME, &v, 0, (__u64)old_dentry, (__u64)new_dentry);
+		src_new = rename_src(new_dentry, v.git);
+	}
+	if (flags & RENAME_EXCHANGE) {
+		/* The other way too: new_dentry takes old_dentry's name. */
+		classify_at(old_dir->dentry, old_dir->dentry->d_inode, P_CREATE, &v);
+		n.dentry = (__u64)old_dentry;
+		n.d1 = (__u64)new_dentry;
+		n.d2 = (__u64)old_dentry;
+		n.src = src_new;
+		if (check_name(&n, &v))
+			return -EACCES;
 	}
 	return 0;
 }
@@ -1917,15 +2334,38 @@ static __always_inline struct file *fd_file(long fd)
 	return f;
 }
 
+/* The files the jail created, by the observers' account (observe_opened):
+ * what the marks are to the hooks, for git's files (struct gitname), so
+ * that the git files of a repository the agent makes are not reported as
+ * reaches. Keyed by identity; an entry a later file inherits with its inode
+ * number, or one the LRU drops, only changes what is reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct rule_key);
+	__type(value, __u32);
+} obs_created SEC(".maps");
+
+#define FMODE_CREATED 0x100000 /* the open made the file */
+
 static __always_inline void observe_opened(struct file *f, __u32 op)
 {
 	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 	struct inode *inode = BPF_CORE_READ(f, f_inode);
-	__u32 fmode = BPF_CORE_READ(f, f_mode), need;
+	__u32 fmode = BPF_CORE_READ(f, f_mode), need, one = 1;
 	/* created = 1: the observers have no marks (inode storage needs the
 	 * BPF LSM), and Landlock decided already; without it every second
 	 * name the agent made in DIR would look like an outside file's. */
 	struct query q = { .dentry = (__u64)d, .inode = (__u64)inode, .created = 1 };
+	struct rule_key k = {};
+
+	if (inode) {
+		k.dev = BPF_CORE_READ(d, d_sb, s_dev);
+		k.ino = BPF_CORE_READ(inode, i_ino);
+		if (fmode & FMODE_CREATED)
+			bpf_map_update_elem(&obs_created, &k, &one, BPF_ANY);
+		q.own = bpf_map_lookup_elem(&obs_created, &k) != 0;
+	}
 
 	if (fmode & FMODE_WRITE) {
 		op = AL_OP_WRITE;
@@ -1935,6 +2375,7 @@ static __always_inline void observe_opened(struct file *f, __u32 op)
 			op = AL_OP_READ;
 		need = P_READ;
 	}
+	q.need = need;
 	classify(&q);
 	if ((q.v.perm & need) == need) {
 		if (q.v.class == AL_CLASS_INSIDE) {
@@ -2069,33 +2510,18 @@ static __always_inline __u64 proc_link_dentry(struct plink *p)
 	return (__u64)BPF_CORE_READ(t, fs, root.dentry);
 }
 
-static __always_inline int call_exit(long ret)
+/* call_refused reports a call the kernel refused: it names the directory the
+ * name is relative to (none for an absolute name), and the name as given.
+ * Apart from call_exit, so that the compiler need not keep its report and
+ * the /proc link it parses on the stack beside those of an opened file's
+ * classification: the verifier bounds a chain of calls to 512 bytes. */
+static __noinline int call_refused(struct call *cp)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct call *c = bpf_map_lookup_elem(&calls, &tid);
-	struct call cc;
+	struct call cc = *cp;
 	struct rep r = {};
 	struct plink pl = {};
 	struct file *f;
 
-	if (!c)
-		return 0;
-	cc = *c;
-	bpf_map_delete_elem(&calls, &tid);
-	if (!jailed()) {
-		if (ret >= 0 && cc.op != AL_OP_EXEC && (f = fd_file(ret)))
-			register_open(BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_inode));
-		return 0;
-	}
-	if (ret >= 0) {
-		if (cc.op != AL_OP_EXEC && (f = fd_file(ret)))
-			observe_opened(f, cc.op);
-		return 0;
-	}
-	if (ret != -EACCES && ret != -EPERM)
-		return 0;
-	/* Refused: name the directory the name is relative to (none for an
-	 * absolute name), and the name as given. */
 	r.op = cc.op;
 	r.class = AL_CLASS_OUTSIDE;
 	r.flags = EV_DENIED;
@@ -2114,6 +2540,32 @@ static __always_inline int call_exit(long ret)
 	}
 	report_rep(&r);
 	return 0;
+}
+
+static __always_inline int call_exit(long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct call *c = bpf_map_lookup_elem(&calls, &tid);
+	struct call cc;
+	struct file *f;
+
+	if (!c)
+		return 0;
+	cc = *c;
+	bpf_map_delete_elem(&calls, &tid);
+	if (!jailed()) {
+		if (ret >= 0 && cc.op != AL_OP_EXEC && (f = fd_file(ret)))
+			register_open(BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_inode));
+		return 0;
+	}
+	if (ret >= 0) {
+		if (cc.op != AL_OP_EXEC && (f = fd_file(ret)))
+			observe_opened(f, cc.op);
+		return 0;
+	}
+	if (ret != -EACCES && ret != -EPERM)
+		return 0;
+	return call_refused(&cc);
 }
 
 SEC("tracepoint/syscalls/sys_enter_openat")

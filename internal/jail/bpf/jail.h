@@ -96,6 +96,8 @@ enum al_counter {
 	CNT_ESCAPES,
 	CNT_LOST,        /* escape reports dropped because the ring buffer was full */
 	CNT_FORK_DENIED, /* forks refused: clone3(CLONE_INTO_CGROUP) from the jail */
+	CNT_GIT_MADE,    /* git command files made in folders the jail made (check_name):
+	                  * agent-lock checks them when the session ends */
 	CNT_MAX,
 };
 
@@ -121,6 +123,8 @@ struct rule_key {
 #define RULE_SEALED  (1 << 9) /* nothing above it is denied: the walk may end here */
 #define RULE_SEAL    (1 << 10) /* registration only: seal the root just opened, if
                                 * nothing above it is denied (the kernel looks) */
+#define RULE_INGIT   (1 << 11) /* the root lies in a git directory (a linked worktree's,
+                                * outside DIR): names below it are git's (struct gitname) */
 
 struct rule {
 	__u32 flags;
@@ -160,18 +164,18 @@ struct named {
  * files the user's own tools execute outside the jail. They are kept by name,
  * not by inode, because most do not exist yet when the cell starts: creating
  * one must be refused as well as writing it. A trie of path components, written
- * by agent-lock before the programs attach; node 0 is DIR itself, and each
- * other RULE_PROTECT root (a git worktree's own git directory outside DIR)
- * starts at the node its rule names, with entries of its own. Names
+ * by agent-lock before the programs attach; node 0 is DIR itself. Names
  * are at most PROT_NAME-1 bytes and paths at most PROT_DEPTH components.
+ * Git's files are not in it: they are protected in every repository, at any
+ * depth (struct gitname).
  */
 #define PROT_NAME  32
 #define PROT_DEPTH 3
 #define PROT_NONE  0xffffffff
 #define PROT_RULE  0x100000   /* event.rule of a protected entry: PROT_RULE + node */
-#define PROT_TREE  (1 << 0)   /* the entry and everything below it are read-only */
-#define PROT_ENTRY (1 << 1)   /* the name may be made only as a directory (mkdir):
-                               * never as a file, link or symlink, nor renamed onto */
+#define PROT_TREE  (1 << 0)   /* the entry and everything below it are read-only; a
+                               * node without it (.claude, on the way to an entry)
+                               * may be made only as a directory */
 
 /*
  * Name patterns of secrets, refused wherever they apply (the file's own
@@ -204,6 +208,52 @@ struct prot_key {
 struct prot {
 	__u32 node;
 	__u32 flags;  /* PROT_* */
+};
+
+/*
+ * Git's command files, wherever a repository lies below a writable rule root
+ * (DIR, the grants, TMPDIR, the scratch places) and however deep: what the
+ * user's own git runs or follows outside the jail. The kernel matches the
+ * names of the components between the target and its rule root, along the
+ * walk up from the target, against this table (written by agent-lock before
+ * the programs attach; only the names still protected after --unprotect):
+ * .git makes a git directory; in one, hooks, config, config.worktree,
+ * commondir and gitdir (and what lies below them) are read-only unless the
+ * jail made them, and may be made only in a folder the jail made (hooks:
+ * only *.sample files, which git never runs); modules and worktrees lead to
+ * other git directories, so no symlink may have their names. A .git may be
+ * made as a directory anywhere, as a file only in a folder the jail made;
+ * one the jail did not make is never replaced, moved or removed.
+ * .gitmodules anywhere is read-only unless the jail made it.
+ */
+#define GIT_NAME_LEN 16
+
+struct gitname {
+	__u32 len;
+	char name[GIT_NAME_LEN]; /* NUL-padded */
+};
+
+/* struct gitclass.bits: bit GI_x is (1 << GI_x). */
+#define GI_DOTGIT     0 /* .git */
+#define GI_HOOKS      1
+#define GI_CONFIG     2
+#define GI_CONFIG_WT  3 /* config.worktree */
+#define GI_COMMONDIR  4
+#define GI_GITDIR     5
+#define GI_GITMODULES 6
+#define GI_FOLLOWED   7 /* modules, worktrees */
+#define GN_DOTGIT     (1 << GI_DOTGIT)
+#define GN_HOOKS      (1 << GI_HOOKS)
+#define GN_GITMODULES (1 << GI_GITMODULES)
+#define GN_FOLLOWED   (1 << GI_FOLLOWED)
+/* The command files of a git directory. */
+#define GN_CONTROL    ((1 << GI_HOOKS) | (1 << GI_CONFIG) | (1 << GI_CONFIG_WT) | \
+		       (1 << GI_COMMONDIR) | (1 << GI_GITDIR))
+#define GIT_RULE 0x300000 /* event.rule of a git name: GIT_RULE + its GI_ */
+
+struct gitclass {
+	__u32 bits; /* GN_*: one bit */
+	__u32 rule; /* GIT_RULE + its GI_ */
 };
 
 /* The registration handshake between agent-lock and file_open. */

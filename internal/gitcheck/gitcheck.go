@@ -1,0 +1,378 @@
+// Package gitcheck looks, when a session ends, at the git files the agent
+// made that the user's own git would follow or run commands from, and moves
+// aside those that would run a command.
+//
+// The kernel keeps git's command files (config, hooks, commondir, gitdir,
+// config.worktree, .git files) read-only in every repository the agent did
+// not make, at any depth, and lets the agent make them only in folders it
+// made itself: a repository it starts or clones (jail.h, struct gitname).
+// It refuses every hook there but NAME.sample, which git never runs. What
+// it cannot judge is what the agent writes into a config, a .git file or a
+// commondir: git init, git clone and git config write those as the agent's
+// ordinary work, and the same write can set core.fsmonitor, which the
+// user's next git status would run. That is judged here, by content, once
+// no process of the cell is left: a config the jail made may hold only keys
+// that run nothing (an allow-list, so a key git adds later counts as a
+// command until it is listed), a pointer the jail made must lead into a git
+// directory (a folder named .git, where the kernel kept the hooks).
+// A symlink the jail left in a git directory is moved aside too (git leaves
+// none). Whatever fails is renamed to NAME.agent-lock (a name git never
+// reads) and reported; a config is then written again with the keys that
+// passed.
+//
+// Which files the jail made is the kernel's word (Checker.Made): a file the
+// user had is never touched, whatever it holds. Everything here acts as the
+// user, on paths found without following symlinks.
+package gitcheck
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Suffix is what a file moved aside is renamed with.
+const Suffix = ".agent-lock"
+
+// Finding is one file the agent made that the user's git would have run a
+// command from, or followed out of a git directory.
+type Finding struct {
+	Path string // the file, as found
+	// Why says what it held: the keys that run commands, or where a
+	// pointer led.
+	Why string
+	// Moved is where the file is now (Path + Suffix), empty when it was
+	// left (Checker.ReportOnly) or could not be moved (Err).
+	Moved string
+	Err   error
+}
+
+// Checker checks the repositories below some roots.
+type Checker struct {
+	// Made says whether the jail made the file f is open on (O_PATH,
+	// not following a symlink).
+	Made func(f *os.File) (bool, error)
+	// Git is the git program that parses configs (as the user would
+	// read them), run as UID and GID; empty when none is installed, and
+	// then every config the jail made is moved aside whole.
+	Git      string
+	UID, GID uint32
+	// ReportOnly finds and reports, and changes nothing (audit mode).
+	ReportOnly bool
+
+	roots   []string
+	visited map[string]bool
+	out     []Finding
+}
+
+// Check walks roots (without following symlinks) for .git entries and
+// checks every git directory they are or lead to, and the git directories
+// dirs (a linked worktree's, whatever it is named). It must run as the user
+// (asuser); the git it starts runs as UID and GID.
+func (c *Checker) Check(roots, dirs []string) []Finding {
+	c.roots = roots
+	c.visited = map[string]bool{}
+	c.out = nil
+	for _, d := range dirs {
+		c.gitDir(d)
+	}
+	for _, root := range roots {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // unreadable: the user's git cannot read it either
+			}
+			if d.Name() != ".git" || p == root {
+				return nil
+			}
+			switch {
+			case d.IsDir():
+				c.gitDir(p)
+				return fs.SkipDir
+			case d.Type().IsRegular():
+				c.pointer(p, "gitdir: ")
+			}
+			return nil
+		})
+	}
+	return c.out
+}
+
+// made says whether the jail made the entry at p (not following it).
+func (c *Checker) made(p string) bool {
+	f, err := os.OpenFile(p, os.O_RDONLY|pathFlags, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	m, err := c.Made(f)
+	if err != nil {
+		c.out = append(c.out, Finding{Path: p, Why: "cannot tell whether the agent made it", Err: err})
+		return false
+	}
+	return m
+}
+
+// pointer checks a file that names a git directory (a .git file,
+// "gitdir: DIR"; a commondir, "DIR"), relative to the folder it is in. One
+// the jail made must lead into a folder named .git; every one is followed,
+// so that what the jail made where it leads is checked too.
+func (c *Checker) pointer(p, prefix string) {
+	b, err := readSmall(p)
+	if err != nil {
+		return
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	target, ok := strings.CutPrefix(strings.TrimRight(string(line), "\r"), prefix)
+	if !ok || target == "" {
+		if c.made(p) {
+			c.aside(p, "names no git directory: "+quote(string(line)))
+		}
+		return
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(p), target)
+	}
+	target = filepath.Clean(target)
+	if c.made(p) && !inGitDir(target) {
+		c.aside(p, "leads out of git directories, to "+target)
+		return
+	}
+	if st, err := os.Lstat(target); err == nil && st.IsDir() {
+		c.gitDir(target)
+	}
+}
+
+// gitDir checks a git directory: its configs and links, its hooks, and
+// the git directories of its submodules and linked worktrees.
+func (c *Checker) gitDir(g string) {
+	if c.visited[g] {
+		return
+	}
+	c.visited[g] = true
+	for _, name := range []string{"config", "config.worktree"} {
+		p := filepath.Join(g, name)
+		if st, err := os.Lstat(p); err == nil && c.made(p) {
+			if !st.Mode().IsRegular() {
+				c.aside(p, "not a file")
+				continue
+			}
+			c.config(p, g)
+		}
+	}
+	if p := filepath.Join(g, "commondir"); exists(p) {
+		c.pointer(p, "")
+	}
+	if p := filepath.Join(g, "gitdir"); exists(p) && c.made(p) {
+		// A linked worktree's way back to its .git file, which git
+		// worktree repair rewrites: it must name one.
+		if b, err := readSmall(p); err != nil || !strings.HasSuffix(strings.TrimSpace(string(b)), "/.git") {
+			c.aside(p, "names no .git file")
+		}
+	}
+	// git leaves no symlink in a git directory (git init's test of
+	// whether it may make them is removed at once): one the jail made
+	// may lead git out of the names the kernel kept (modules/NAME to a
+	// folder with hooks of the agent's).
+	filepath.WalkDir(g, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type()&fs.ModeSymlink != 0 && c.made(p) {
+			c.aside(p, "a symlink in a git directory, to "+quote(readlink(p)))
+		}
+		return nil
+	})
+	if ents, err := os.ReadDir(filepath.Join(g, "hooks")); err == nil {
+		for _, e := range ents {
+			p := filepath.Join(g, "hooks", e.Name())
+			if !strings.HasSuffix(e.Name(), ".sample") && !strings.HasSuffix(e.Name(), Suffix) && c.made(p) {
+				c.aside(p, "a hook git would run")
+			}
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(g, "worktrees")); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				c.gitDir(filepath.Join(g, "worktrees", e.Name()))
+			}
+		}
+	}
+	// A submodule's git directory is modules/NAME, and a name may hold
+	// slashes: every folder below modules with a HEAD is one.
+	mods := filepath.Join(g, "modules")
+	filepath.WalkDir(mods, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || p == mods {
+			return nil
+		}
+		if exists(filepath.Join(p, "HEAD")) {
+			c.gitDir(p)
+			return fs.SkipDir
+		}
+		return nil
+	})
+}
+
+// config checks a config the jail made, in git directory g.
+func (c *Checker) config(p, g string) {
+	entries, err := c.parse(p)
+	if err != nil {
+		c.aside(p, "git cannot read it ("+err.Error()+")")
+		return
+	}
+	var keep []entry
+	var bad []string
+	for _, e := range entries {
+		if c.inert(e, g) {
+			keep = append(keep, e)
+		} else if !slices.Contains(bad, e.name()) {
+			bad = append(bad, e.name())
+		}
+	}
+	if len(bad) == 0 {
+		return
+	}
+	sort.Strings(bad)
+	why := "sets " + strings.Join(bad, ", ")
+	if !c.aside(p, why) {
+		return
+	}
+	// git reads the rest as before: the repository's format, its
+	// remotes and branches.
+	if err := writeConfig(p, keep); err != nil {
+		c.out[len(c.out)-1].Err = fmt.Errorf("write %s again without them: %w", p, err)
+	}
+}
+
+// aside moves p to p + Suffix and records the finding; it says whether p
+// is gone from where git reads it.
+func (c *Checker) aside(p, why string) bool {
+	f := Finding{Path: p, Why: why}
+	if !c.ReportOnly {
+		f.Moved = p + Suffix
+		if err := os.Rename(p, f.Moved); err != nil {
+			f.Moved, f.Err = "", err
+		}
+	}
+	c.out = append(c.out, f)
+	return f.Moved != ""
+}
+
+// entry is one key of a config, as git lists it.
+type entry struct {
+	section, sub, key, value string
+}
+
+func (e entry) name() string {
+	if e.sub != "" {
+		return e.section + "." + e.sub + "." + e.key
+	}
+	return e.section + "." + e.key
+}
+
+// parse lists a config's keys with git itself, so that they are read as the
+// user's git would: `git config --file P --list --null` (includes are not
+// followed; they are keys of their own). Git runs as the user, in no
+// repository, with no global or system config of the user's.
+func (c *Checker) parse(p string) ([]entry, error) {
+	if c.Git == "" {
+		return nil, errors.New("no git to read it with")
+	}
+	cmd := exec.Command(c.Git, "config", "--file", p, "--list", "--null")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CEILING_DIRECTORIES=/", "LC_ALL=C"}
+	if uint32(os.Geteuid()) != c.UID {
+		cmd.SysProcAttr = credential(c.UID, c.GID)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var entries []entry
+	for _, rec := range strings.Split(string(out), "\x00") {
+		if rec == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(rec, "\n")
+		first, last := strings.Index(k, "."), strings.LastIndex(k, ".")
+		if first < 0 {
+			return nil, fmt.Errorf("key %q", k)
+		}
+		e := entry{section: k[:first], key: k[last+1:], value: v}
+		if first != last {
+			e.sub = k[first+1 : last]
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// writeConfig writes entries as a new config at p, which must not exist.
+func writeConfig(p string, entries []entry) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|pathNoFollow, 0o644)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	last := ""
+	for _, e := range entries {
+		head := "[" + e.section + "]"
+		if e.sub != "" {
+			head = "[" + e.section + " " + quote(e.sub) + "]"
+		}
+		if head != last {
+			fmt.Fprintln(w, head)
+			last = head
+		}
+		fmt.Fprintf(w, "\t%s = %s\n", e.key, quote(e.value))
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// quote is a value or subsection as git's config syntax quotes it.
+func quote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`, "\b", `\b`)
+	return `"` + r.Replace(s) + `"`
+}
+
+// inGitDir says whether p lies at or below a folder named .git.
+func inGitDir(p string) bool {
+	return strings.HasSuffix(p, "/.git") || strings.Contains(p, "/.git/")
+}
+
+func readlink(p string) string {
+	t, _ := os.Readlink(p)
+	return t
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// readSmall reads a pointer file (a few hundred bytes at most; more is not
+// a pointer git would follow).
+func readSmall(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|pathNoFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	n, err := f.Read(b)
+	if err != nil && n == 0 {
+		return nil, err
+	}
+	return b[:n], nil
+}

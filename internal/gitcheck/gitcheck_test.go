@@ -1,0 +1,243 @@
+package gitcheck
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// fixture is a project directory with repositories in it, some of whose
+// files count as made by the jail (by inode, as the kernel's marks are).
+type fixture struct {
+	t    *testing.T
+	root string
+	made map[uint64]bool
+}
+
+func newFixture(t *testing.T) *fixture {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, root: root, made: map[uint64]bool{}}
+}
+
+// write writes rel (and its folders), made by the jail or not.
+func (f *fixture) write(rel, content string, made bool) string {
+	f.t.Helper()
+	p := filepath.Join(f.root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	if made {
+		var st syscall.Stat_t
+		syscall.Lstat(p, &st)
+		f.made[st.Ino] = true
+	}
+	return p
+}
+
+func (f *fixture) checker(git string) *Checker {
+	return &Checker{
+		Made: func(file *os.File) (bool, error) {
+			var st syscall.Stat_t
+			if err := syscall.Fstat(int(file.Fd()), &st); err != nil {
+				return false, err
+			}
+			return f.made[st.Ino], nil
+		},
+		Git: git, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
+	}
+}
+
+func gitBin(t *testing.T) string {
+	g, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	return g
+}
+
+func (f *fixture) read(rel string) string {
+	b, _ := os.ReadFile(filepath.Join(f.root, rel))
+	return string(b)
+}
+
+func find(fs []Finding, rel string, root string) *Finding {
+	for i := range fs {
+		if fs[i].Path == filepath.Join(root, rel) {
+			return &fs[i]
+		}
+	}
+	return nil
+}
+
+const initConfig = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+
+func TestConfigs(t *testing.T) {
+	git := gitBin(t)
+	f := newFixture(t)
+	// The agent's own repository, as git init and git config left it,
+	// with a command key among its keys.
+	f.write("mine/.git/config", initConfig+`[user]
+	name = "The \"Agent\" \\ x"
+[remote "origin"]
+	url = https://example.com/r.git
+	fetch = +refs/heads/*:refs/remotes/origin/*
+[core]
+	fsmonitor = touch /tmp/pwned
+[alias]
+	st = !sh -c evil
+[include]
+	path = ../../evil.cfg
+[submodule "a"]
+	update = !sh evil
+[submodule "b"]
+	update = rebase
+`, true)
+	f.write("mine/.git/HEAD", "ref: refs/heads/main\n", true)
+	// A clean one: untouched.
+	f.write("clean/.git/config", initConfig, true)
+	// The user's own, whatever it holds: never touched.
+	f.write("users/.git/config", initConfig+"[core]\n\tpager = delta\n", false)
+	// core.worktree, as git submodule writes it, and one leading out.
+	f.write("mine/.git/modules/sub/config", initConfig+"[core]\n\tworktree = ../../../sub\n", true)
+	f.write("mine/.git/modules/sub/HEAD", "x\n", true)
+	f.write("mine/.git/modules/out/config", initConfig+"[core]\n\tworktree = /home\n", true)
+	f.write("mine/.git/modules/out/HEAD", "x\n", true)
+
+	c := f.checker(git)
+	got := c.Check([]string{f.root}, nil)
+	if len(got) != 2 {
+		t.Errorf("%d findings, want 2: %+v", len(got), got)
+	}
+	m := find(got, "mine/.git/config", f.root)
+	if m == nil || m.Err != nil || m.Moved == "" {
+		t.Fatalf("mine/.git/config: %+v", m)
+	}
+	for _, k := range []string{"core.fsmonitor", "alias.st", "include.path", "submodule.a.update"} {
+		if !strings.Contains(m.Why, k) {
+			t.Errorf("why %q does not name %s", m.Why, k)
+		}
+	}
+	if strings.Contains(m.Why, "submodule.b.update") || strings.Contains(m.Why, "user.name") {
+		t.Errorf("why %q names an inert key", m.Why)
+	}
+	if !strings.Contains(f.read("mine/.git/config"+Suffix), "fsmonitor") {
+		t.Error("the original was not kept aside")
+	}
+	// Written again, the kept keys read back as they were.
+	out, err := exec.Command(git, "config", "--file", filepath.Join(f.root, "mine/.git/config"), "--list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"core.repositoryformatversion=0", "core.filemode=true", "core.bare=false",
+		"core.logallrefupdates=true", `user.name=The "Agent" \ x`, "remote.origin.url=https://example.com/r.git",
+		"remote.origin.fetch=+refs/heads/*:refs/remotes/origin/*", "submodule.b.update=rebase"}
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); !slices.Equal(lines, want) {
+		t.Errorf("rewritten config lists\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if o := find(got, "mine/.git/modules/out/config", f.root); o == nil || !strings.Contains(o.Why, "core.worktree") {
+		t.Errorf("a work tree outside the project: %+v", o)
+	}
+	for _, rel := range []string{"clean/.git/config", "users/.git/config", "mine/.git/modules/sub/config"} {
+		if _, err := os.Stat(filepath.Join(f.root, rel+Suffix)); err == nil {
+			t.Errorf("%s moved aside", rel)
+		}
+	}
+}
+
+func TestPointersAndHooks(t *testing.T) {
+	git := gitBin(t)
+	f := newFixture(t)
+	// A .git file the agent made, pointing at a folder it filled as a
+	// git directory, outside any .git: the kernel kept no hooks there.
+	f.write("a/.git", "gitdir: ../evil\n", true)
+	f.write("evil/config", initConfig, true)
+	f.write("evil/hooks/pre-commit", "#!/bin/sh\n", true)
+	// A submodule's, into the superproject's .git: followed, and its
+	// config checked.
+	f.write("sup/.git/config", initConfig, true)
+	f.write("sup/sub/.git", "gitdir: ../.git/modules/sub\n", true)
+	f.write("sup/.git/modules/sub/config", initConfig+"[core]\n\thooksPath = /tmp\n", true)
+	f.write("sup/.git/modules/sub/HEAD", "x\n", true)
+	// A linked worktree's, whose commondir leads out.
+	f.write("sup/.git/worktrees/w/commondir", "../../../../evil\n", true)
+	f.write("sup/.git/worktrees/w/gitdir", "/somewhere/w/.git\n", true)
+	f.write("sup/.git/worktrees/v/gitdir", "/somewhere/else\n", true)
+	// Hooks the jail made: a sample stays, a hook goes.
+	f.write("sup/.git/hooks/pre-commit.sample", "#!/bin/sh\n", true)
+	f.write("sup/.git/hooks/post-checkout", "#!/bin/sh\n", true)
+	// The user's own pointer and hook: left.
+	f.write("users/.git/hooks/pre-commit", "#!/bin/sh\n", false)
+	f.write("users/sub/.git", "gitdir: /elsewhere\n", false)
+	// A submodule's git directory the jail made a symlink, to a folder
+	// with a hook: moved aside.
+	if err := os.Symlink("../../../evil", filepath.Join(f.root, "sup/.git/modules/x")); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	syscall.Lstat(filepath.Join(f.root, "sup/.git/modules/x"), &st)
+	f.made[st.Ino] = true
+	// The user's symlink: left.
+	os.Symlink("HEAD", filepath.Join(f.root, "users/.git/LINK"))
+
+	got := f.checker(git).Check([]string{f.root}, nil)
+	want := map[string]string{
+		"a/.git":                         "leads out of git directories",
+		"sup/.git/modules/sub/config":    "core.hookspath",
+		"sup/.git/worktrees/w/commondir": "leads out of git directories",
+		"sup/.git/worktrees/v/gitdir":    "names no .git file",
+		"sup/.git/hooks/post-checkout":   "a hook git would run",
+		"sup/.git/modules/x":             "a symlink in a git directory",
+	}
+	for rel, why := range want {
+		fd := find(got, rel, f.root)
+		if fd == nil || !strings.Contains(fd.Why, why) || fd.Moved != filepath.Join(f.root, rel)+Suffix {
+			t.Errorf("%s: %+v, want moved aside for %q", rel, fd, why)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d findings, want %d: %+v", len(got), len(want), got)
+	}
+	for _, rel := range []string{"sup/.git/hooks/pre-commit.sample", "users/.git/hooks/pre-commit", "users/sub/.git", "sup/.git/worktrees/w/gitdir", "users/.git/LINK"} {
+		if _, err := os.Lstat(filepath.Join(f.root, rel)); err != nil {
+			t.Errorf("%s: %v", rel, err)
+		}
+	}
+}
+
+func TestReportOnlyAndNoGit(t *testing.T) {
+	f := newFixture(t)
+	f.write("r/.git/config", initConfig+"[core]\n\tsshCommand = evil\n", true)
+	f.write("r/.git/hooks/pre-push", "#!/bin/sh\n", true)
+	c := f.checker(gitBin(t))
+	c.ReportOnly = true
+	got := c.Check([]string{f.root}, nil)
+	if len(got) != 2 {
+		t.Fatalf("report only: %+v", got)
+	}
+	for _, fd := range got {
+		if fd.Moved != "" {
+			t.Errorf("report only moved %+v", fd)
+		}
+		if _, err := os.Stat(fd.Path); err != nil {
+			t.Errorf("report only: %v", err)
+		}
+	}
+	// With no git to read it, a config the jail made goes whole.
+	got = f.checker("").Check([]string{f.root}, nil)
+	if fd := find(got, "r/.git/config", f.root); fd == nil || fd.Moved == "" || !strings.Contains(fd.Why, "no git") {
+		t.Errorf("no git: %+v", got)
+	}
+	if _, err := os.Stat(filepath.Join(f.root, "r/.git/config")); err == nil {
+		t.Error("no git: a config is left where git reads it")
+	}
+}
