@@ -266,6 +266,21 @@ func (s *suite) once(ctx context.Context, t *Technique, jailed bool) *outcome {
 			extra = append(extra, h)
 		}
 	}
+	if t.InheritFile != "" {
+		for len(extra) < 2 {
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				break
+			}
+			defer null.Close()
+			extra = append(extra, null)
+		}
+		h, err := os.Open(filepath.Join(f.Home, t.InheritFile))
+		if err == nil {
+			defer h.Close()
+			extra = append(extra, h)
+		}
+	}
 	tmpdir := filepath.Join(f.Work, "tmp-unjailed")
 	os.RemoveAll(tmpdir)
 	os.Mkdir(tmpdir, 0o700)
