@@ -104,6 +104,14 @@ func run() int {
 		return 2
 	}
 	defer cleanup()
+	if needed(techs, needForeign) {
+		undo, err := vartmpOnDisk(s.fix.Work)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "adversary:", err)
+			return 2
+		}
+		defer undo()
+	}
 	s.verbose = *verbose
 	s.run.Timeout = *timeout
 	s.run.Engine = *engine
@@ -198,6 +206,9 @@ func setup(ctx context.Context, u *testenv.User, agentLock string, baselineOnly 
 		for _, p := range planted {
 			os.Remove(p)
 		}
+		for _, p := range foreignScratchFiles() {
+			os.Remove(p)
+		}
 		os.RemoveAll(work)
 	}
 	fail := func(err error) (*suite, func(), error) { cleanup(); return nil, nil, err }
@@ -216,6 +227,16 @@ func setup(ctx context.Context, u *testenv.User, agentLock string, baselineOnly 
 	}
 	r := &testenv.Runner{User: u, AgentLock: agentLock, Scratch: scratch}
 	return &suite{fix: f, run: r, baselineOnly: baselineOnly}, cleanup, nil
+}
+
+// needed says whether a technique of techs needs n.
+func needed(techs []Technique, n needs) bool {
+	for _, t := range techs {
+		if t.Needs&n != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {
@@ -296,7 +317,11 @@ func (s *suite) once(ctx context.Context, t *Technique, jailed bool) *outcome {
 	report := ""
 	if jailed {
 		report = s.run.NextReport()
-		p.Argv = s.run.JailArgv(f.Dir, report, argv, t.Flags...)
+		var flags []string
+		for _, fl := range t.Flags {
+			flags = append(flags, f.expand(fl))
+		}
+		p.Argv = s.run.JailArgv(f.Dir, report, argv, flags...)
 		p.Env = s.run.RootEnv()
 		p.Timeout = s.run.JailTimeout()
 	}

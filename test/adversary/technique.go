@@ -85,6 +85,7 @@ func (f *Fixture) expand(s string) string {
 		"{helper}", filepath.Join(f.Dir, "advhelper"),
 		"{longname}", longName,
 		"{abstract}", f.abstractName(),
+		"{inabstract}", f.inAbstractName(),
 		"{pts}", f.pts,
 		"{ipckey}", strconv.Itoa(f.ipcKey()),
 		"{keydesc}", f.keyDesc(),

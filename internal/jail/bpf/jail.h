@@ -45,6 +45,15 @@ enum al_op {
 	AL_OP_IPC,
 	AL_OP_KEY,
 	AL_OP_WATCH,
+	AL_OP_GETXATTR,
+	AL_OP_LISTXATTR,
+	AL_OP_RECEIVE,    /* a descriptor received over a unix socket (SCM_RIGHTS) */
+	AL_OP_CONNECT_IN, /* a process outside connecting to a socket of the cell */
+	AL_OP_SEND_IN,    /* ... or sending it a datagram */
+	AL_OP_SCHED,      /* scheduling policy, priority or affinity of another process */
+	AL_OP_NICE,
+	AL_OP_IOPRIO,
+	AL_OP_RLIMIT,
 };
 
 /* Where a target lies, as the kernel classified it. */
