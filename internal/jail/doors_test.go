@@ -220,6 +220,41 @@ for _ in range(3):
 	}
 }
 
+// TestDeniedHardLink: a file below a denied folder is refused by every name
+// it had when the cell started, a hard link in DIR included; files of the
+// folder with one name, and DIR's own, are as before.
+func TestDeniedHardLink(t *testing.T) {
+	var sec string
+	c := newCellWith(t, func(cfg *jail.Config, dir, out string) {
+		sec = filepath.Join(out, "sec")
+		os.Mkdir(sec, 0o700)
+		os.WriteFile(filepath.Join(sec, "key"), []byte("SECRET-MARKER\n"), 0o600)
+		if err := os.Link(filepath.Join(sec, "key"), filepath.Join(dir, "notes")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{sec, filepath.Join(sec, "key"), filepath.Join(dir, "notes")} {
+			os.Chown(p, testUID, testUID)
+		}
+		cfg.Rules = append(policy.Policy{Dir: dir}.Rules(), jail.Rule{Path: sec, Flags: jail.Deny, Name: "test denial"})
+	})
+	out, err := c.run(`cat notes`)
+	if err == nil || strings.Contains(out, "SECRET-MARKER") {
+		t.Fatalf("the denied file read through its second name: %v\n%s", err, out)
+	}
+	evs := c.events()
+	ev := findEvent(evs, "read", filepath.Join(c.dir, "notes"))
+	if ev == nil || ev.Rule != "test denial" {
+		t.Fatalf("want a read of %s refused by the test denial, got %+v", filepath.Join(c.dir, "notes"), evs)
+	}
+	// A link made now, by the cell, to one of DIR's files reads as before.
+	if out, err := c.run(`ln inside.txt again && cat again`); err != nil {
+		t.Fatalf("DIR's own hard link: %v\n%s", err, out)
+	}
+	if evs := c.events(); len(evs) != 0 {
+		t.Fatalf("DIR's own hard link was reported: %+v", evs)
+	}
+}
+
 // mountExt4 mounts a fresh ext4 file system (a loop device over a file) at
 // a new directory, world-writable and sticky like /var/tmp, and returns it.
 func mountExt4(t *testing.T) string {

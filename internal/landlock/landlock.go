@@ -279,7 +279,7 @@ func Limits(abi int) []string {
 		"inotify watches outside",
 		"other processes' /proc cmdline and status",
 		"other processes' scheduling, priority and limits (renice, taskset, chrt, ionice, prlimit)",
-		"writes through hard links made before the session",
+		"reads and writes through hard links made before the session, to denied files too",
 		"outside processes connecting to the agent's unix sockets, and descriptors the agent receives",
 		"protected files in the project (.git/hooks, .git/config, .envrc, ...): Landlock grants the directory whole",
 		"secrets by name inside grants (*.pem, id_*, .env*, --deny PATTERN): Landlock grants by path",

@@ -110,6 +110,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	cfg.Rules = rules
 	cfg.Protect = p.Protect
 	cfg.Patterns = p.Patterns()
+	cfg.Warn = warn
 	if !cfg.Observe {
 		// Landlock holds without agent-lock by construction; pinning the
 		// observers would only keep reports flowing to no one.
