@@ -133,7 +133,9 @@ type Jail struct {
 	// loadTime is how long the kernel took to load and verify the
 	// programs (and create the maps): most of agent-lock's start.
 	loadTime time.Duration
-	warn     func(format string, args ...any)
+	// killSeq: see KillSeq.
+	killSeq uint32
+	warn    func(format string, args ...any)
 
 	buf     []byte
 	lastLen int
@@ -530,6 +532,9 @@ func (j *Jail) handshakeOpen(path string, slot jailRegistration, flags int) (jai
 	if after.Seq != before.Seq+1 {
 		return after, errors.New("the kernel did not record it (are the programs attached elsewhere?)")
 	}
+	if slot.Flags != uint32(ruleSeal) {
+		j.killSeq = after.KillSeq
+	}
 	return after, nil
 }
 
@@ -581,6 +586,15 @@ func (j *Jail) Sealed() []string { return slices.Clone(j.sealed) }
 
 // LoadTime is how long the kernel took to load and verify the programs.
 func (j *Jail) LoadTime() time.Duration { return j.loadTime }
+
+// KillSeq is how many times cgroup.kill was written in the cgroup of the
+// process that loaded the jail, as the kernel counts it: 0 where it does not
+// count (kernels before 6.14 without its backport). Such kernels kill a
+// process cloned into another cgroup when that cgroup's count differs from
+// its parent's own (CLONE_INTO_CGROUP, which the cell's processes are
+// started with): the caller matches the cell's count to this before it
+// starts anything there.
+func (j *Jail) KillSeq() uint32 { return j.killSeq }
 
 // LinkFiles returns duplicates of the attachment descriptors. Whoever holds
 // them keeps the programs attached; the reaper holds them so that the jail

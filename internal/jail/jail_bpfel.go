@@ -147,16 +147,18 @@ type jailProtKey struct {
 }
 
 type jailRegistration struct {
-	_      structs.HostLayout
-	Tgid   uint32
-	Flags  uint32
-	Seq    uint32
-	Dev    uint32
-	Ino    uint64
-	Id     uint32
-	Prot   uint32
-	Named  uint32
-	Sealed uint32
+	_       structs.HostLayout
+	Tgid    uint32
+	Flags   uint32
+	Seq     uint32
+	Dev     uint32
+	Ino     uint64
+	Id      uint32
+	Prot    uint32
+	Named   uint32
+	Sealed  uint32
+	KillSeq uint32
+	_       [4]byte
 }
 
 type jailRule struct {

@@ -1306,6 +1306,27 @@ static __always_inline struct registration *registering(void)
 	return 0;
 }
 
+/* struct cgroup's kill count, on kernels that have one (6.14 and the stable
+ * kernels it went back to; vmlinux.h may lack it where CO-RE finds it). */
+struct cgroup___kill_seq {
+	unsigned int kill_seq;
+} __attribute__((preserve_access_index));
+
+/* How many times cgroup.kill was written in the calling process's cgroup.
+ * Such kernels kill a child cloned into another cgroup (CLONE_INTO_CGROUP,
+ * which agent-lock starts the cell's processes with) when that cgroup's
+ * count differs from the parent's own: agent-lock matches the cell's count
+ * to this one before it starts anything there. */
+static __always_inline __u32 own_kill_seq(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct cgroup___kill_seq *cg = (void *)BPF_CORE_READ(t, cgroups, dfl_cgrp);
+
+	if (!bpf_core_field_exists(cg->kill_seq))
+		return 0;
+	return BPF_CORE_READ(cg, kill_seq);
+}
+
 /* agent-lock registering a rule root: record the identity of what it just
  * opened as this kernel sees it. */
 static __always_inline void register_open(struct dentry *d, struct inode *inode)
@@ -1366,6 +1387,7 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 		r->dev = k.dev;
 		r->ino = k.ino;
 		r->named = nr.named;
+		r->kill_seq = own_kill_seq();
 		r->flags = 0;
 		r->seq++;
 	}

@@ -228,6 +228,9 @@ struct registration {
 	                * writes back the group the directory has (an earlier
 	                * registration of it may have given it one) */
 	__u32 sealed;  /* RULE_SEAL: the kernel writes 1 when it sealed the root */
+	__u32 kill_seq; /* the kernel writes how many times cgroup.kill was
+	                 * written in the registering process's cgroup (0 on
+	                 * kernels that do not count them) */
 };
 
 #endif
