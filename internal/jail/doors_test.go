@@ -25,6 +25,33 @@ import (
 // descriptors), what is left behind (the scratch places' marks, second
 // names of denied files). The processes doors are in TestDecisions.
 
+// TestDoors runs them in one cell, with a denied folder outside that has a
+// second name in DIR, and a scratch root on a disk file system: each
+// cell's load costs seconds of the verifier's time under emulation.
+func TestDoors(t *testing.T) {
+	var sec, scr string
+	c := newCellWith(t, func(cfg *jail.Config, dir, out string) {
+		sec = filepath.Join(out, "sec")
+		os.Mkdir(sec, 0o700)
+		os.WriteFile(filepath.Join(sec, "key"), []byte("SECRET-MARKER\n"), 0o600)
+		if err := os.Link(filepath.Join(sec, "key"), filepath.Join(dir, "notes")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{sec, filepath.Join(sec, "key"), filepath.Join(dir, "notes")} {
+			os.Chown(p, testUID, testUID)
+		}
+		scr = mountExt4(t)
+		cfg.Rules = append(policy.Policy{Dir: dir}.Rules(),
+			jail.Rule{Path: sec, Flags: jail.Deny, Name: "test denial"},
+			jail.Rule{Path: scr, Flags: jail.Scratch, Name: "test scratch"})
+	})
+	c.env = append(c.env, "SCR="+scr)
+	t.Run("inbound unix", func(t *testing.T) { inboundUnix(t, c) })
+	t.Run("file receive", func(t *testing.T) { fileReceive(t, c) })
+	t.Run("denied hard link", func(t *testing.T) { deniedHardLink(t, c) })
+	t.Run("scratch marks", func(t *testing.T) { scratchMarks(t, c, scr) })
+}
+
 // command is a shell snippet as the test user inside the cell, not started.
 func (c *cell) command(script string) *exec.Cmd {
 	cmd := exec.Command("/bin/sh", "-c", script)
@@ -83,11 +110,10 @@ func findEvent(evs []jail.Event, op, path string) *jail.Event {
 	return nil
 }
 
-// TestInboundUnix: a process outside may not connect or send to a socket of
+// inboundUnix: a process outside may not connect or send to a socket of
 // the cell (pathname or abstract), and is reported as the caller; the
 // cell's own processes talk to it as before.
-func TestInboundUnix(t *testing.T) {
-	c := newCell(t, false)
+func inboundUnix(t *testing.T, c *cell) {
 	abstract := fmt.Sprintf("agent-lock-test-%d", os.Getpid())
 	c.env = append(c.env, "ABSTRACT="+abstract)
 	done := startReady(t, c.command(`exec python3 -c '
@@ -147,11 +173,10 @@ except socket.timeout: pass
 	}
 }
 
-// TestFileReceive: a descriptor received over a unix socket is judged as an
+// fileReceive: a descriptor received over a unix socket is judged as an
 // open of its file with its mode: an outside file's is dropped and
 // reported, a pipe's and one of DIR's files arrive.
-func TestFileReceive(t *testing.T) {
-	c := newCell(t, false)
+func fileReceive(t *testing.T, c *cell) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -220,23 +245,10 @@ for _ in range(3):
 	}
 }
 
-// TestDeniedHardLink: a file below a denied folder is refused by every name
+// deniedHardLink: a file below a denied folder is refused by every name
 // it had when the cell started, a hard link in DIR included; files of the
 // folder with one name, and DIR's own, are as before.
-func TestDeniedHardLink(t *testing.T) {
-	var sec string
-	c := newCellWith(t, func(cfg *jail.Config, dir, out string) {
-		sec = filepath.Join(out, "sec")
-		os.Mkdir(sec, 0o700)
-		os.WriteFile(filepath.Join(sec, "key"), []byte("SECRET-MARKER\n"), 0o600)
-		if err := os.Link(filepath.Join(sec, "key"), filepath.Join(dir, "notes")); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range []string{sec, filepath.Join(sec, "key"), filepath.Join(dir, "notes")} {
-			os.Chown(p, testUID, testUID)
-		}
-		cfg.Rules = append(policy.Policy{Dir: dir}.Rules(), jail.Rule{Path: sec, Flags: jail.Deny, Name: "test denial"})
-	})
+func deniedHardLink(t *testing.T, c *cell) {
 	out, err := c.run(`cat notes`)
 	if err == nil || strings.Contains(out, "SECRET-MARKER") {
 		t.Fatalf("the denied file read through its second name: %v\n%s", err, out)
@@ -281,21 +293,14 @@ func mountExt4(t *testing.T) string {
 	return mnt
 }
 
-// TestScratchMarks: in a shared scratch place on a disk file system, the
+// scratchMarks: in a shared scratch place on a disk file system, the
 // cell may use what it made (files, folders, FIFOs, symlinks, sockets) and
 // nothing else, however it fails creates: a create refused after the LSM
 // allowed it (mknod of a device) leaves its name pending, and freeing that
 // name (removing its folder) hands its memory to the next lookup, which
 // for files out of the dentry cache instantiates a fresh dentry there. That
 // lookup must not take the mark.
-func TestScratchMarks(t *testing.T) {
-	var scr string
-	c := newCellWith(t, func(cfg *jail.Config, dir, out string) {
-		scr = mountExt4(t)
-		cfg.Rules = append(policy.Policy{Dir: dir}.Rules(), jail.Rule{Path: scr, Flags: jail.Scratch, Name: "test scratch"})
-	})
-	c.env = append(c.env, "SCR="+scr)
-
+func scratchMarks(t *testing.T, c *cell, scr string) {
 	if out, err := c.run(`set -e; cd "$SCR"
 echo mine > own; cat own >/dev/null; echo more >> own
 mkdir d; echo x > d/f; cat d/f >/dev/null; mkfifo d/p; ln -s ../own d/l; cat d/l >/dev/null
