@@ -70,6 +70,15 @@ var opNames = map[jailAlOp]string{
 	jailAlOpAL_OP_IPC:         "ipc",
 	jailAlOpAL_OP_KEY:         "keyring",
 	jailAlOpAL_OP_WATCH:       "watch",
+	jailAlOpAL_OP_GETXATTR:    "getxattr",
+	jailAlOpAL_OP_LISTXATTR:   "listxattr",
+	jailAlOpAL_OP_RECEIVE:     "receive",
+	jailAlOpAL_OP_CONNECT_IN:  "connect-in",
+	jailAlOpAL_OP_SEND_IN:     "send-in",
+	jailAlOpAL_OP_SCHED:       "sched",
+	jailAlOpAL_OP_NICE:        "nice",
+	jailAlOpAL_OP_IOPRIO:      "ioprio",
+	jailAlOpAL_OP_RLIMIT:      "rlimit",
 }
 
 var classNames = map[jailAlClass]string{

@@ -101,6 +101,9 @@ type Config struct {
 	// design (a jail of one hook) that make bench compares agent-lock
 	// with. It is not a jail: every door but open(2) is left open.
 	OnlyFileOpen bool
+	// Warn, when set, is told what the cell could not do as asked and
+	// holds anyway (one line each).
+	Warn func(format string, args ...any)
 	// PinDir, when set, is a directory on a bpf file system (which Load
 	// creates) where the links are pinned, so that the programs stay
 	// attached even if every process holding them dies: the cell then stays
@@ -131,6 +134,9 @@ type Jail struct {
 	// loadTime is how long the kernel took to load and verify the
 	// programs (and create the maps): most of agent-lock's start.
 	loadTime time.Duration
+	// killSeq: see KillSeq.
+	killSeq uint32
+	warn    func(format string, args ...any)
 
 	buf     []byte
 	lastLen int
@@ -298,7 +304,10 @@ func Load(cfg Config) (*Jail, error) {
 		}
 		return nil, fmt.Errorf("load jail objects: %w", err)
 	}
-	j := &Jail{coll: coll, rules: map[uint32]string{}, loadTime: loaded}
+	j := &Jail{coll: coll, rules: map[uint32]string{}, loadTime: loaded, warn: cfg.Warn}
+	if j.warn == nil {
+		j.warn = func(string, ...any) {}
+	}
 	// Before anything attaches, like the rules: an entry that is not in
 	// the table is not protected, so a failed write stops here.
 	protNames, err := fillProtect(coll.Maps["protect"], coll.Maps["gitnames"], cfg.Protect)
@@ -448,6 +457,7 @@ func (j *Jail) register(rules []Rule) error {
 	defer runtime.UnlockOSThread()
 	defer j.coll.Maps["reg"].Put(uint32(0), jailRegistration{})
 	var named uint32
+	var links linkScan
 	for i, r := range rules {
 		id := uint32(i + 1)
 		j.rules[id] = r.Name
@@ -462,7 +472,13 @@ func (j *Jail) register(rules []Rule) error {
 		if _, err := j.handshake(r.Path, slot); err != nil {
 			return fmt.Errorf("register %s: %w", r.Path, err)
 		}
+		if r.Flags&Deny != 0 {
+			if err := j.denyLinked(r.Path, id, &links); err != nil {
+				return err
+			}
+		}
 	}
+	links.done(j.warn)
 	// With every rule in place, the kernel seals the roots that have no
 	// denial above them, as it sees their ancestors: walks up from a
 	// target end at the first sealed root once they know the nearest
@@ -487,6 +503,11 @@ func (j *Jail) register(rules []Rule) error {
 // into the registration map, opens path so that the kernel sees it, and
 // returns the slot as the kernel left it, which must have counted the open.
 func (j *Jail) handshake(path string, slot jailRegistration) (jailRegistration, error) {
+	return j.handshakeOpen(path, slot, 0)
+}
+
+// handshakeOpen is handshake with more flags for the open.
+func (j *Jail) handshakeOpen(path string, slot jailRegistration, flags int) (jailRegistration, error) {
 	regMap := j.coll.Maps["reg"]
 	var zero uint32
 	var before, after jailRegistration
@@ -499,7 +520,7 @@ func (j *Jail) handshake(path string, slot jailRegistration) (jailRegistration, 
 	}
 	// Sockets refuse open with ENXIO after file_open ran; FIFOs must not
 	// block. Either way the hook has seen the inode.
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY|flags, 0)
 	if err == nil {
 		unix.Close(fd)
 	} else if !errors.Is(err, unix.ENXIO) {
@@ -510,6 +531,9 @@ func (j *Jail) handshake(path string, slot jailRegistration) (jailRegistration, 
 	}
 	if after.Seq != before.Seq+1 {
 		return after, errors.New("the kernel did not record it (are the programs attached elsewhere?)")
+	}
+	if slot.Flags != uint32(ruleSeal) {
+		j.killSeq = after.KillSeq
 	}
 	return after, nil
 }
@@ -562,6 +586,15 @@ func (j *Jail) Sealed() []string { return slices.Clone(j.sealed) }
 
 // LoadTime is how long the kernel took to load and verify the programs.
 func (j *Jail) LoadTime() time.Duration { return j.loadTime }
+
+// KillSeq is how many times cgroup.kill was written in the cgroup of the
+// process that loaded the jail, as the kernel counts it: 0 where it does not
+// count (kernels before 6.14 without its backport). Such kernels kill a
+// process cloned into another cgroup when that cgroup's count differs from
+// its parent's own (CLONE_INTO_CGROUP, which the cell's processes are
+// started with): the caller matches the cell's count to this before it
+// starts anything there.
+func (j *Jail) KillSeq() uint32 { return j.killSeq }
 
 // LinkFiles returns duplicates of the attachment descriptors. Whoever holds
 // them keeps the programs attached; the reaper holds them so that the jail

@@ -68,6 +68,15 @@ const (
 	jailAlOpAL_OP_IPC         jailAlOp = 29
 	jailAlOpAL_OP_KEY         jailAlOp = 30
 	jailAlOpAL_OP_WATCH       jailAlOp = 31
+	jailAlOpAL_OP_GETXATTR    jailAlOp = 32
+	jailAlOpAL_OP_LISTXATTR   jailAlOp = 33
+	jailAlOpAL_OP_RECEIVE     jailAlOp = 34
+	jailAlOpAL_OP_CONNECT_IN  jailAlOp = 35
+	jailAlOpAL_OP_SEND_IN     jailAlOp = 36
+	jailAlOpAL_OP_SCHED       jailAlOp = 37
+	jailAlOpAL_OP_NICE        jailAlOp = 38
+	jailAlOpAL_OP_IOPRIO      jailAlOp = 39
+	jailAlOpAL_OP_RLIMIT      jailAlOp = 40
 )
 
 type jailCall struct {
@@ -157,16 +166,18 @@ type jailProtKey struct {
 }
 
 type jailRegistration struct {
-	_      structs.HostLayout
-	Tgid   uint32
-	Flags  uint32
-	Seq    uint32
-	Dev    uint32
-	Ino    uint64
-	Id     uint32
-	Prot   uint32
-	Named  uint32
-	Sealed uint32
+	_       structs.HostLayout
+	Tgid    uint32
+	Flags   uint32
+	Seq     uint32
+	Dev     uint32
+	Ino     uint64
+	Id      uint32
+	Prot    uint32
+	Named   uint32
+	Sealed  uint32
+	KillSeq uint32
+	_       [4]byte
 }
 
 type jailRule struct {
@@ -231,6 +242,9 @@ const (
 	jailProgFileIoctl             = "file_ioctl"
 	jailProgFileIoctlCompat       = "file_ioctl_compat"
 	jailProgFileOpen              = "file_open"
+	jailProgFileReceive           = "file_receive"
+	jailProgInodeGetxattr         = "inode_getxattr"
+	jailProgInodeListxattr        = "inode_listxattr"
 	jailProgInodeRemovexattr      = "inode_removexattr"
 	jailProgInodeSetattr          = "inode_setattr"
 	jailProgInodeSetattrNoidmap   = "inode_setattr_noidmap"
@@ -266,6 +280,10 @@ const (
 	jailProgShmFreeSecurity       = "shm_free_security"
 	jailProgTaskAlloc             = "task_alloc"
 	jailProgTaskKill              = "task_kill"
+	jailProgTaskSetioprio         = "task_setioprio"
+	jailProgTaskSetnice           = "task_setnice"
+	jailProgTaskSetrlimit         = "task_setrlimit"
+	jailProgTaskSetscheduler      = "task_setscheduler"
 	jailProgUnixMaySend           = "unix_may_send"
 	jailProgUnixStreamConnect     = "unix_stream_connect"
 	jailVarAuditMode              = "audit_mode"
@@ -340,6 +358,9 @@ type jailProgramSpecs struct {
 	FileIoctl             *ebpf.ProgramSpec `ebpf:"file_ioctl"`
 	FileIoctlCompat       *ebpf.ProgramSpec `ebpf:"file_ioctl_compat"`
 	FileOpen              *ebpf.ProgramSpec `ebpf:"file_open"`
+	FileReceive           *ebpf.ProgramSpec `ebpf:"file_receive"`
+	InodeGetxattr         *ebpf.ProgramSpec `ebpf:"inode_getxattr"`
+	InodeListxattr        *ebpf.ProgramSpec `ebpf:"inode_listxattr"`
 	InodeRemovexattr      *ebpf.ProgramSpec `ebpf:"inode_removexattr"`
 	InodeSetattr          *ebpf.ProgramSpec `ebpf:"inode_setattr"`
 	InodeSetattrNoidmap   *ebpf.ProgramSpec `ebpf:"inode_setattr_noidmap"`
@@ -375,6 +396,10 @@ type jailProgramSpecs struct {
 	ShmFreeSecurity       *ebpf.ProgramSpec `ebpf:"shm_free_security"`
 	TaskAlloc             *ebpf.ProgramSpec `ebpf:"task_alloc"`
 	TaskKill              *ebpf.ProgramSpec `ebpf:"task_kill"`
+	TaskSetioprio         *ebpf.ProgramSpec `ebpf:"task_setioprio"`
+	TaskSetnice           *ebpf.ProgramSpec `ebpf:"task_setnice"`
+	TaskSetrlimit         *ebpf.ProgramSpec `ebpf:"task_setrlimit"`
+	TaskSetscheduler      *ebpf.ProgramSpec `ebpf:"task_setscheduler"`
 	UnixMaySend           *ebpf.ProgramSpec `ebpf:"unix_may_send"`
 	UnixStreamConnect     *ebpf.ProgramSpec `ebpf:"unix_stream_connect"`
 }
@@ -514,6 +539,9 @@ type jailPrograms struct {
 	FileIoctl             *ebpf.Program `ebpf:"file_ioctl"`
 	FileIoctlCompat       *ebpf.Program `ebpf:"file_ioctl_compat"`
 	FileOpen              *ebpf.Program `ebpf:"file_open"`
+	FileReceive           *ebpf.Program `ebpf:"file_receive"`
+	InodeGetxattr         *ebpf.Program `ebpf:"inode_getxattr"`
+	InodeListxattr        *ebpf.Program `ebpf:"inode_listxattr"`
 	InodeRemovexattr      *ebpf.Program `ebpf:"inode_removexattr"`
 	InodeSetattr          *ebpf.Program `ebpf:"inode_setattr"`
 	InodeSetattrNoidmap   *ebpf.Program `ebpf:"inode_setattr_noidmap"`
@@ -549,6 +577,10 @@ type jailPrograms struct {
 	ShmFreeSecurity       *ebpf.Program `ebpf:"shm_free_security"`
 	TaskAlloc             *ebpf.Program `ebpf:"task_alloc"`
 	TaskKill              *ebpf.Program `ebpf:"task_kill"`
+	TaskSetioprio         *ebpf.Program `ebpf:"task_setioprio"`
+	TaskSetnice           *ebpf.Program `ebpf:"task_setnice"`
+	TaskSetrlimit         *ebpf.Program `ebpf:"task_setrlimit"`
+	TaskSetscheduler      *ebpf.Program `ebpf:"task_setscheduler"`
 	UnixMaySend           *ebpf.Program `ebpf:"unix_may_send"`
 	UnixStreamConnect     *ebpf.Program `ebpf:"unix_stream_connect"`
 }
@@ -573,6 +605,9 @@ func (p *jailPrograms) Close() error {
 		p.FileIoctl,
 		p.FileIoctlCompat,
 		p.FileOpen,
+		p.FileReceive,
+		p.InodeGetxattr,
+		p.InodeListxattr,
 		p.InodeRemovexattr,
 		p.InodeSetattr,
 		p.InodeSetattrNoidmap,
@@ -608,6 +643,10 @@ func (p *jailPrograms) Close() error {
 		p.ShmFreeSecurity,
 		p.TaskAlloc,
 		p.TaskKill,
+		p.TaskSetioprio,
+		p.TaskSetnice,
+		p.TaskSetrlimit,
+		p.TaskSetscheduler,
 		p.UnixMaySend,
 		p.UnixStreamConnect,
 	)

@@ -256,6 +256,24 @@ func TestDecisions(t *testing.T) {
 		{"foreign proc", `cat /proc/$TARGET/stat`, false, "read", "/stat", ""},
 		{"foreign environ", `cat /proc/$TARGET/environ`, false, "", "", ""},
 		{"signal outside", `kill -TERM $TARGET`, false, "signal", "", "not permitted"},
+		// Another process's share of the machine, as signals.
+		{"renice outside", `renice -n 19 -p $TARGET`, false, "nice", "", ""},
+		{"sched outside", `chrt -i -p 0 $TARGET`, false, "sched", "", ""},
+		{"affinity outside", `taskset -p 1 $TARGET`, false, "sched", "", ""},
+		{"ioprio outside", `ionice -c 3 -p $TARGET`, false, "ioprio", "", ""},
+		{"rlimit outside", `prlimit --pid $TARGET --nofile=4:4`, false, "rlimit", "", ""},
+		{"tune own child", `sleep 5 & p=$!; renice -n 5 -p $p >/dev/null && chrt -i -p 0 $p && taskset -p 1 $p >/dev/null && ionice -c 3 -p $p && prlimit --pid $p --nofile=8:8 && kill $p`, true, "", "", ""},
+		// Attributes: user.* are data, read like the file; the access
+		// attributes ls -l asks for are metadata, like stat's.
+		{"getxattr outside", `python3 -c 'import os; os.getxattr(os.environ["OUT"] + "/secret", "user.x")'`, false, "getxattr", "project2/secret", ""},
+		{"listxattr outside", `python3 -c 'import os; os.listxattr(os.environ["OUT"] + "/secret")'`, false, "listxattr", "project2/secret", ""},
+		{"ls -l outside", `ls -l "$OUT/secret" >/dev/null`, true, "", "", ""},
+		{"getxattr inside", `python3 -c '
+import errno, os
+os.listxattr("inside.txt")
+try: os.getxattr("inside.txt", "user.x")
+except OSError as e:
+    if e.errno in (errno.EACCES, errno.EPERM): raise'`, true, "", "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -289,6 +307,9 @@ func TestDecisions(t *testing.T) {
 				}
 				if (tc.op == "" || ev.Op == tc.op) && strings.Contains(ev.Path, tc.path) {
 					found = true
+				}
+				if ev.TargetPID != 0 && ev.TargetPID != uint32(victim.Process.Pid) {
+					t.Errorf("event names pid %d, not the outside process %d: %+v", ev.TargetPID, victim.Process.Pid, ev)
 				}
 			}
 			if !found {

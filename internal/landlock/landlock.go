@@ -275,10 +275,12 @@ func Exec(args []string) error {
 // expects (test/adversary/landlock.go). Short, for the masthead.
 func Limits(abi int) []string {
 	l := []string{
-		"metadata of outside files (chmod, chown, utimes, xattrs)",
+		"metadata of outside files (chmod, chown, utimes, xattrs read and written)",
 		"inotify watches outside",
 		"other processes' /proc cmdline and status",
-		"writes through hard links made before the session",
+		"other processes' scheduling, priority and limits (renice, taskset, chrt, ionice, prlimit)",
+		"reads and writes through hard links made before the session, to denied files too",
+		"outside processes connecting to the agent's unix sockets, and descriptors the agent receives",
 		"protected files in the project (.envrc, ...) and git's hooks, configs and links in every repository (and the check of those the agent made, which needs the BPF LSM's marks): Landlock grants the directory whole",
 		"secrets by name inside grants (*.pem, id_*, .env*, --deny PATTERN): Landlock grants by path",
 	}

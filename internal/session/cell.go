@@ -110,6 +110,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	cfg.Rules = rules
 	cfg.Protect = p.Protect
 	cfg.Patterns = p.Patterns()
+	cfg.Warn = warn
 	if !cfg.Observe {
 		// Landlock holds without agent-lock by construction; pinning the
 		// observers would only keep reports flowing to no one.
@@ -128,6 +129,13 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 			// the promise is both.
 			return nil, fmt.Errorf("the Landlock engine's observers: %w", err)
 		}
+		return nil, err
+	}
+	if err := cg.matchKills(j.KillSeq()); err != nil {
+		j.Close()
+		closeFile(ruleset)
+		cg.Close()
+		os.Remove(cg.Path)
 		return nil, err
 	}
 	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
@@ -307,6 +315,9 @@ func (c *cell) probe(ctx context.Context, audit bool) error {
 		return cmd, cmd.Run()
 	}
 	if _, err := run("true"); err != nil {
+		if bornKilled(err) {
+			return fmt.Errorf("a process started into the cell was killed before it ran `true` (%w): nothing in the cell kills, so the kernel did; on Linux 6.14 and later it kills a process cloned into a cgroup whose cgroup.kill count differs from its parent's cgroup's, which agent-lock matched for its own cgroup (%s): start agent-lock from another cgroup (for example with systemd-run --scope)", err, ownCgroup())
+		}
 		return fmt.Errorf("a jailed process could not run `true` (the system set is not readable): %w%s", err, c.pendingEscapes())
 	}
 	cmd, err := run("cat", target)

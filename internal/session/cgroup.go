@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -108,4 +109,55 @@ func (c *cgroup) Close() {
 	if c.dir != nil {
 		c.dir.Close()
 	}
+}
+
+// maxKillMatch bounds matchKills: a count beyond it is a cgroup something
+// kills in a loop, which agent-lock will not copy write by write.
+const maxKillMatch = 1 << 16
+
+// matchKills makes the cell's kill count (cgroup.kill writes) n, the count
+// of agent-lock's own cgroup (jail.KillSeq), before anything is started in
+// the cell. From Linux 6.14 (and the stable kernels the change went back
+// to) a child cloned into another cgroup is killed at birth when that
+// cgroup's count differs from the one its parent's cgroup had: so after
+// cgroup.kill was once written where agent-lock runs (a CI job, a test
+// harness, a service manager that reuses the cgroup), every process it
+// started in a fresh cell died before it ran. Writing cgroup.kill of the
+// new, empty cell kills nothing and counts one.
+func (c *cgroup) matchKills(n uint32) error {
+	if n > maxKillMatch {
+		return fmt.Errorf("cgroup.kill was written %d times in agent-lock's own cgroup (%s): this kernel kills every process started from there into the cell, and agent-lock matches at most %d; start agent-lock from another cgroup (for example with systemd-run --scope)", n, ownCgroup(), maxKillMatch)
+	}
+	kill := filepath.Join(c.Path, "cgroup.kill")
+	for i := uint32(0); i < n; i++ {
+		if err := os.WriteFile(kill, []byte("1"), 0); err != nil {
+			return fmt.Errorf("match the cell's kill count to agent-lock's cgroup (%s, where cgroup.kill was written %d times): %w", ownCgroup(), n, err)
+		}
+	}
+	return nil
+}
+
+// ownCgroup is agent-lock's cgroup v2 path, for messages.
+func ownCgroup() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return p
+		}
+	}
+	return "unknown"
+}
+
+// bornKilled says whether err is a process's end by SIGKILL, which nothing
+// in a fresh cell sends.
+func bornKilled(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }

@@ -115,6 +115,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 		o.Getenv = os.Getenv
 	}
 	warn := newWarner(o.Warnings)
+	if err := cleanStart(warn); err != nil {
+		return 0, fail(ExitFailed, err)
+	}
 	agent, err := invokingUser(o.Getenv, o.AllowRoot)
 	if err != nil {
 		return 0, fail(ExitFailed, err)

@@ -13,9 +13,11 @@ import (
 )
 
 // guestModules are what the guest init needs before it can reach the host's
-// root: virtio PCI transport, virtiofs, and overlay for the tests that build one.
-// Dependencies are found from each module's modinfo.
-var guestModules = []string{"virtio_pci", "virtiofs", "overlay"}
+// root: virtio PCI transport, virtiofs, and overlay and loop for the tests
+// that build an overlay or a disk file system (the guest cannot load modules
+// later: its /lib/modules is the host's). Dependencies are found from each
+// module's modinfo.
+var guestModules = []string{"virtio_pci", "virtiofs", "overlay", "loop"}
 
 // kmod is a loadable module the initramfs has to carry.
 type kmod struct {

@@ -62,4 +62,12 @@ wd = libc.inotify_add_watch(fd, b"{home}/.ssh", 0x20 | 0x1)  # IN_OPEN | IN_ACCE
 if wd < 0:
     raise SystemExit("inotify_add_watch: " + os.strerror(ctypes.get_errno()))
 print("watch-" + "established")`), Effect: outputHas("watch-established")},
+	// What a user.* attribute holds is the file's data too (a browser
+	// writes the URL a file came from into one).
+	{Name: "getxattr-outside", Family: "files", Doc: "read a user.* xattr of an outside file",
+		Ops: ops("getxattr"), Path: "~/outside.txt", Needs: needXattr, Skip: noUserXattrs,
+		Cmd: py(`import os; print(os.getxattr("{home}/outside.txt", "` + xattrName + `").decode())`), Effect: leaked},
+	{Name: "listxattr-outside", Family: "files", Doc: "list the xattrs of an outside file",
+		Ops: ops("listxattr"), Path: "~/outside.txt", Needs: needXattr, Skip: noUserXattrs,
+		Cmd: py(`import os; print(os.listxattr("{home}/outside.txt"))`), Effect: outputHas(xattrName)},
 }

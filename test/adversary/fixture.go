@@ -37,6 +37,10 @@ const (
 	needXattr                      // a user.* xattr on ~/outside.txt
 	needIPCOwner                   // an outside process with SysV IPC objects and a key in the user keyring
 	needCgroup                     // cgroups adv-deleg/{src,dst} delegated to the user; unjailed runs start in src
+	needInClient                   // outside clients that keep connecting in to DIR/in.sock and @{inabstract}
+	needInDgram                    // an outside client that keeps sending datagrams to DIR/in-dgram.sock
+	needFDServer                   // an outside service at ~/run/fd.sock that hands out a descriptor of the key
+	needForeign                    // files of the user's in /var/tmp (a disk file system), out of the dentry cache
 )
 
 const (
@@ -97,6 +101,20 @@ const recordings = ".local/state/agent-lock"
 // planted are files a technique may create outside; removed before each run.
 var planted = []string{"/tmp/adv-planted", "/var/tmp/adv-planted"}
 
+// foreignScratch are the files of needForeign: /var/tmp/PREFIXnn.
+const (
+	foreignPrefix = "adv-foreign-"
+	foreignCount  = 32
+)
+
+func foreignScratchFiles() []string {
+	var out []string
+	for i := 0; i < foreignCount; i++ {
+		out = append(out, fmt.Sprintf("/var/tmp/%s%02d", foreignPrefix, i))
+	}
+	return out
+}
+
 // Reset stops everything from the last run and builds a fresh fixture for t.
 func (f *Fixture) Reset(t *Technique) error {
 	f.Stop()
@@ -107,6 +125,9 @@ func (f *Fixture) Reset(t *Technique) error {
 		os.Remove(p)
 	}
 	for _, p := range planted {
+		os.Remove(p)
+	}
+	for _, p := range foreignScratchFiles() {
 		os.Remove(p)
 	}
 	u, h := f.U, f.Home
@@ -172,7 +193,7 @@ func (f *Fixture) Reset(t *Technique) error {
 	}
 	if t.Needs&needXattr != 0 {
 		// Without user xattrs (tmpfs before 6.6) the technique skips.
-		err := syscall.Setxattr(filepath.Join(h, "outside.txt"), xattrName, []byte("1"), 0)
+		err := syscall.Setxattr(filepath.Join(h, "outside.txt"), xattrName, []byte("xattr-"+f.Marker), 0)
 		if err != nil && err != syscall.EOPNOTSUPP {
 			return fmt.Errorf("fixture: %w", err)
 		}
@@ -183,6 +204,11 @@ func (f *Fixture) Reset(t *Technique) error {
 			return fmt.Errorf("fixture: mkfifo: %w", err)
 		}
 		os.Chown(fifo, u.UID, u.GID)
+	}
+	if t.Needs&needForeign != 0 {
+		if err := f.makeForeignScratch(); err != nil {
+			return fmt.Errorf("fixture: /var/tmp: %w", err)
+		}
 	}
 	if t.Needs&needCgroup != 0 && f.cgroupRoot() != "" {
 		if err := f.makeCgroups(); err != nil {
@@ -308,6 +334,14 @@ func (f *Fixture) startServices(n needs) error {
 			regexp.MustCompile(`ready`)},
 		{needIPCOwner, "ipc", []string{helper, "-technique-helper", "ipc-owner", strconv.Itoa(f.ipcKey()), f.keyDesc()},
 			regexp.MustCompile(`ready`)},
+		{needInClient, "in-client", []string{helper, "-technique-helper", "in-client", filepath.Join(f.Dir, "in.sock"), filepath.Join(f.Home, ".ssh/id_rsa")},
+			regexp.MustCompile(`ready`)},
+		{needInClient, "in-client-abstract", []string{helper, "-technique-helper", "in-client", "@" + f.inAbstractName(), filepath.Join(f.Home, ".ssh/id_rsa")},
+			regexp.MustCompile(`ready`)},
+		{needInDgram, "in-dgram", []string{helper, "-technique-helper", "in-dgram-client", filepath.Join(f.Dir, "in-dgram.sock")},
+			regexp.MustCompile(`ready`)},
+		{needFDServer, "fd-server", []string{helper, "-technique-helper", "fd-server", filepath.Join(f.Home, "run/fd.sock"), filepath.Join(f.Home, ".ssh/id_rsa")},
+			regexp.MustCompile(`ready`)},
 		{needPTS, "pts", []string{"script", "-qfc", "tty; echo ready; exec sleep 1000", "/dev/null"},
 			regexp.MustCompile(`(/dev/pts/\d+)\s+ready`)},
 	}
@@ -330,6 +364,10 @@ func (f *Fixture) startServices(n needs) error {
 }
 
 func (f *Fixture) abstractName() string { return "adv-bus-" + f.Marker[len(f.Marker)-8:] }
+
+// inAbstractName is the abstract name outside clients look for (and the
+// agent squats).
+func (f *Fixture) inAbstractName() string { return "adv-in-" + f.Marker[len(f.Marker)-8:] }
 
 // ipcKey is the SysV IPC key of the outside segment and queue.
 func (f *Fixture) ipcKey() int {

@@ -104,6 +104,14 @@ func run() int {
 		return 2
 	}
 	defer cleanup()
+	if needed(techs, needForeign) {
+		undo, err := vartmpOnDisk(s.fix.Work)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "adversary:", err)
+			return 2
+		}
+		defer undo()
+	}
 	s.verbose = *verbose
 	s.run.Timeout = *timeout
 	s.run.Engine = *engine
@@ -200,6 +208,9 @@ func setup(ctx context.Context, u *testenv.User, agentLock string, baselineOnly 
 		for _, p := range planted {
 			os.Remove(p)
 		}
+		for _, p := range foreignScratchFiles() {
+			os.Remove(p)
+		}
 		os.RemoveAll(work)
 	}
 	fail := func(err error) (*suite, func(), error) { cleanup(); return nil, nil, err }
@@ -219,6 +230,16 @@ func setup(ctx context.Context, u *testenv.User, agentLock string, baselineOnly 
 	r := &testenv.Runner{User: u, AgentLock: agentLock, Scratch: scratch}
 	f.next = func(argv []string) testenv.Result { return r.Jailed(ctx, argv, f.Dir) }
 	return &suite{fix: f, run: r, baselineOnly: baselineOnly}, cleanup, nil
+}
+
+// needed says whether a technique of techs needs n.
+func needed(techs []Technique, n needs) bool {
+	for _, t := range techs {
+		if t.Needs&n != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {
@@ -264,6 +285,21 @@ func (s *suite) once(ctx context.Context, t *Technique, jailed bool) *outcome {
 	var extra []*os.File
 	if t.InheritHome {
 		h, err := os.Open(f.Home)
+		if err == nil {
+			defer h.Close()
+			extra = append(extra, h)
+		}
+	}
+	if t.InheritFile != "" {
+		for len(extra) < 2 {
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				break
+			}
+			defer null.Close()
+			extra = append(extra, null)
+		}
+		h, err := os.Open(filepath.Join(f.Home, t.InheritFile))
 		if err == nil {
 			defer h.Close()
 			extra = append(extra, h)

@@ -58,6 +58,22 @@ except OSError:
     print("fd3-not-inherited"); raise SystemExit(1)
 print(os.read(os.open(".ssh/id_rsa", os.O_RDONLY, dir_fd=3), 4096).decode())`),
 		Effect: leaked, Excuse: fd3NotInherited},
+	{Name: "inherited-fd-read", Family: "paths", Doc: "read fd 5, the key open in the parent (a CI runner's, a service's descriptor)",
+		Ops: ops("read"), Path: "~/.ssh/id_rsa", InheritFile: ".ssh/id_rsa",
+		Cmd:    bash("if readlink /proc/self/fd/5; then cat <&5; else echo fd5-not-inherited; fi"),
+		Effect: leaked, Excuse: fdNotInherited("fd5-not-inherited")},
+	// The kernel judges a file by the name it was reached by; a second
+	// name of a denied file, made before the session, is a name in DIR.
+	{Name: "hardlink-denied-read", Family: "paths", Doc: "read the key through a hard link to it in DIR, made before the session",
+		Ops: ops("read"), Path: "~/project/notes.txt",
+		Setup: func(f *Fixture) error {
+			p := filepath.Join(f.Dir, "notes.txt")
+			if err := os.Link(filepath.Join(f.Home, ".ssh/id_rsa"), p); err != nil {
+				return err
+			}
+			return os.Lchown(p, f.U.UID, f.U.GID)
+		},
+		Cmd: bash("cat notes.txt"), Effect: leaked},
 	{Name: "opath-dirfd", Family: "paths", Doc: "an O_PATH descriptor of ~/.ssh (no open check), then openat through it",
 		Ops: ops("read"), Path: "~/.ssh/id_rsa",
 		Cmd: py(`import os
@@ -83,9 +99,15 @@ func plant(name, target string) func(*Fixture) error {
 	}
 }
 
-func fd3NotInherited(o *outcome) string {
-	if strings.Contains(o.out, "fd3-not-inherited") {
-		return "agent-lock did not pass the inherited descriptor on"
+func fd3NotInherited(o *outcome) string { return fdNotInherited("fd3-not-inherited")(o) }
+
+// fdNotInherited excuses a technique whose output says (with note) that
+// the descriptor it was to use was not there.
+func fdNotInherited(note string) func(*outcome) string {
+	return func(o *outcome) string {
+		if strings.Contains(o.out, note) {
+			return "agent-lock did not pass the inherited descriptor on"
+		}
+		return ""
 	}
-	return ""
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Every process technique aims at the victim: a process of the same user
@@ -65,6 +69,23 @@ fcntl.fcntl(r, fcntl.F_SETOWN, {vpid})
 fcntl.fcntl(r, 10, signal.SIGTERM)  # F_SETSIG
 fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
 os.write(w, b"x")`), Effect: victimDead},
+	// The victim's share of the machine: a same-uid process may set these
+	// for any process of its user.
+	{Name: "renice-outside", Family: "processes", Doc: "renice the victim to 19",
+		Ops: ops("nice"), Target: true, Needs: needVictim,
+		Cmd: bash("renice -n 19 -p {vpid}"), Effect: victimSched("nice")},
+	{Name: "chrt-idle-outside", Family: "processes", Doc: "chrt -i: put the victim in SCHED_IDLE",
+		Ops: ops("sched"), Target: true, Needs: needVictim,
+		Cmd: bash("chrt -i -p 0 {vpid}"), Effect: victimSched("policy")},
+	{Name: "taskset-outside", Family: "processes", Doc: "taskset: pin the victim to one CPU",
+		Ops: ops("sched"), Target: true, Needs: needVictim, Skip: oneCPU,
+		Cmd: bash("taskset -p 1 {vpid}"), Effect: victimSched("cpus")},
+	{Name: "ionice-outside", Family: "processes", Doc: "ionice -c 3: give the victim the idle I/O class",
+		Ops: ops("ioprio"), Target: true, Needs: needVictim,
+		Cmd: bash("ionice -c 3 -p {vpid}"), Effect: victimSched("ioclass")},
+	{Name: "prlimit-outside", Family: "processes", Doc: "prlimit: cut the victim's open-file limit to 4",
+		Ops: ops("rlimit"), Target: true, Needs: needVictim,
+		Cmd: bash("prlimit --pid {vpid} --nofile=4:4"), Effect: victimSched("nofile")},
 	{Name: "clone-into-cgroup", Family: "processes", Doc: "clone3(CLONE_INTO_CGROUP) a child into a cgroup the user may write",
 		// Unjailed, the attack starts in a cgroup delegated to the user, so
 		// that moving to its sibling is allowed; the jail's cgroup is not.
@@ -89,6 +110,67 @@ os.waitpid(pid, 0)`), Effect: outputHas("cgroup-escape 0::/adv-deleg/dst")},
 func noCgroup2(f *Fixture) string {
 	if f.cgroupRoot() == "" {
 		return "no cgroup2 hierarchy is mounted"
+	}
+	return ""
+}
+
+// victimSched reports the victim's scheduling value what ("nice",
+// "policy", "cpus", "ioclass", "nofile") when it is no longer as a process
+// started by the suite has it.
+func victimSched(what string) func(*Fixture, *outcome) string {
+	return func(f *Fixture, o *outcome) string {
+		if f.victim == nil {
+			return ""
+		}
+		pid, _ := strconv.Atoi(f.victim.field("pid"))
+		switch what {
+		case "nice", "policy":
+			// Fields 19 and 41 of /proc/PID/stat, counted after the
+			// command name, which may hold spaces.
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				return ""
+			}
+			s := string(b)
+			fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+			i := map[string]int{"nice": 19, "policy": 41}[what] - 3
+			if i < len(fields) && fields[i] != "0" {
+				return fmt.Sprintf("the victim's %s is now %s", what, fields[i])
+			}
+		case "cpus":
+			var mine, its unix.CPUSet
+			if unix.SchedGetaffinity(0, &mine) != nil || unix.SchedGetaffinity(pid, &its) != nil {
+				return ""
+			}
+			if its.Count() < mine.Count() {
+				return fmt.Sprintf("the victim may run on %d of %d CPUs", its.Count(), mine.Count())
+			}
+		case "ioclass":
+			const whoProcess, classIdle = 1, 3
+			prio, _, e := unix.Syscall(unix.SYS_IOPRIO_GET, whoProcess, uintptr(pid), 0)
+			if e == 0 && prio>>13 == classIdle {
+				return "the victim is in the idle I/O class"
+			}
+		case "nofile":
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "Max open files") {
+					if fs := strings.Fields(l); len(fs) >= 4 && fs[3] == "4" {
+						return "the victim's open-file limit is now 4"
+					}
+				}
+			}
+		}
+		return ""
+	}
+}
+
+// oneCPU skips where this process may run on one CPU only: there is no
+// other to pin the victim to.
+func oneCPU(*Fixture) string {
+	var s unix.CPUSet
+	if unix.SchedGetaffinity(0, &s) == nil && s.Count() < 2 {
+		return "only one CPU here"
 	}
 	return ""
 }

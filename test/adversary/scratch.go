@@ -29,6 +29,13 @@ var scratchTechniques = []Technique{
 		Ops: ops("rename"), Path: "/tmp/shared-secret",
 		Cmd:    bash("mv /tmp/shared-secret /tmp/adv-planted"),
 		Effect: sharedChanged("/tmp/shared-secret")},
+	// The mark "the jail made this" must land on nothing else: a create
+	// the kernel refuses after the LSM allowed it leaves its name pending,
+	// and a lookup that reuses that name's memory must not take the mark.
+	{Name: "vartmp-mark-reuse", Family: "scratch", Doc: "fail a mknod in /var/tmp, free its name, then look up files made outside to take its mark",
+		Ops: ops("read"), Path: "/var/tmp/" + foreignPrefix, Needs: needHelper | needForeign, Skip: tmpfsVarTmp,
+		Cmd:    helper(nil, "mark-reuse", "/var/tmp", foreignPrefix, itoa(foreignCount)),
+		Effect: leaked},
 }
 
 // sharedChanged reports a shared scratch file that is no longer as the

@@ -10,4 +10,5 @@ const (
 	sysPidfdOpen       = 434
 	sysOpenat2         = 437
 	sysPidfdGetfd      = 438
+	sysMembarrier      = 283
 )

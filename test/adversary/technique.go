@@ -50,6 +50,11 @@ type Technique struct {
 	// InheritHome passes an open descriptor of the home directory as fd 3,
 	// as a careless parent might.
 	InheritHome bool
+	// InheritFile passes an open descriptor (read-only) of this file,
+	// relative to the home, as fd 5, after two of /dev/null (as a make
+	// jobserver's pair would be): a CI runner's or a service's. Not fd 3,
+	// which the Landlock engine's first process gets its ruleset on.
+	InheritFile string
 	// Settle is how long to wait after the run before judging the effect.
 	Settle time.Duration
 	// Effect describes what the attack achieved, or "" if nothing.
@@ -104,6 +109,7 @@ func (f *Fixture) expand(s string) string {
 		"{helper}", filepath.Join(f.Dir, "advhelper"),
 		"{longname}", longName,
 		"{abstract}", f.abstractName(),
+		"{inabstract}", f.inAbstractName(),
 		"{pts}", f.pts,
 		"{ipckey}", strconv.Itoa(f.ipcKey()),
 		"{keydesc}", f.keyDesc(),

@@ -187,6 +187,11 @@ echo mktemp-ok
 # Tools that ignore TMPDIR write to /tmp; POSIX semaphores live in /dev/shm.
 f=/tmp/realwork-$$ && echo x > "$f" && cat "$f" >/dev/null && rm "$f"
 g=/dev/shm/realwork-$$ && echo y > "$g" && cat "$g" >/dev/null && rm "$g"
+# /var/tmp, a disk file system on most systems: a folder of one's own and
+# what tools make in it (a FIFO, a symlink, a socket).
+v=/var/tmp/realwork-$$ && mkdir "$v" && echo z > "$v/f" && cat "$v/f" >/dev/null && echo more >> "$v/f"
+mkfifo "$v/p" && ln -s f "$v/l" && cat "$v/l" >/dev/null
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$v/s" && rm -r "$v"
 python3 -c 'import multiprocessing as m; l = m.Lock(); l.acquire(); l.release()'
 echo scratch-ok
 `},

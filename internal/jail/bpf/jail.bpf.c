@@ -34,6 +34,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
 #define FMODE_EXEC 0x20
+#define FMODE_CREATED 0x100000 /* this open made the file (all kernels from 4.19) */
 
 #define S_IFMT 00170000
 #define S_IFREG 0100000
@@ -187,7 +188,10 @@ struct {
 } marks SEC(".maps");
 
 /* The dentry a jailed thread is creating, between the path_* hook that
- * allowed it and d_instantiate, which gives us the new inode to mark. */
+ * allowed it and d_instantiate, which gives us the new inode to mark. A
+ * create that fails after the hook (mknod of a device without CAP_MKNOD, a
+ * full disk) leaves it behind: d_instantiate only trusts it for a creation
+ * (see there). */
 struct pending {
 	__u64 dentry;
 };
@@ -1649,6 +1653,27 @@ static __always_inline int check_create(__u32 op, const struct path *dir, struct
 	return 0;
 }
 
+/* A hook that makes a name without going through check_create (link) must
+ * not find a pending dentry of an earlier, failed create there. */
+static __always_inline void clear_pending(void)
+{
+	struct pending *pd = bpf_task_storage_get(&pendings, bpf_get_current_task_btf(), 0, 0);
+
+	if (pd)
+		pd->dentry = 0;
+}
+
+/* mark_created marks inode as one the jail made. If the mark cannot be
+ * stored the file stays foreign to the jail: it is denied later, which is
+ * the safe side. */
+static __always_inline void mark_created(struct inode *inode)
+{
+	struct mark *m = bpf_inode_storage_get(&marks, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (m)
+		m->created = 1;
+}
+
 /* ---- membership --------------------------------------------------------- */
 
 SEC("lsm/task_alloc")
@@ -1676,6 +1701,27 @@ static __always_inline struct registration *registering(void)
 	if (r && r->tgid && r->tgid == (bpf_get_current_pid_tgid() >> 32) && r->flags)
 		return r;
 	return 0;
+}
+
+/* struct cgroup's kill count, on kernels that have one (6.14 and the stable
+ * kernels it went back to; vmlinux.h may lack it where CO-RE finds it). */
+struct cgroup___kill_seq {
+	unsigned int kill_seq;
+} __attribute__((preserve_access_index));
+
+/* How many times cgroup.kill was written in the calling process's cgroup.
+ * Such kernels kill a child cloned into another cgroup (CLONE_INTO_CGROUP,
+ * which agent-lock starts the cell's processes with) when that cgroup's
+ * count differs from the parent's own: agent-lock matches the cell's count
+ * to this one before it starts anything there. */
+static __always_inline __u32 own_kill_seq(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct cgroup___kill_seq *cg = (void *)BPF_CORE_READ(t, cgroups, dfl_cgrp);
+
+	if (!bpf_core_field_exists(cg->kill_seq))
+		return 0;
+	return BPF_CORE_READ(cg, kill_seq);
 }
 
 /* agent-lock registering a rule root: record the identity of what it just
@@ -1738,6 +1784,7 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 		r->dev = k.dev;
 		r->ino = k.ino;
 		r->named = nr.named;
+		r->kill_seq = own_kill_seq();
 		r->flags = 0;
 		r->seq++;
 	}
@@ -1756,6 +1803,12 @@ int BPF_PROG(file_open, struct file *file)
 		register_open(d, inode);
 		return 0;
 	}
+	/* The regular file this open just created (O_CREAT) is the jail's own:
+	 * the kernel sets FMODE_CREATED only when the creation succeeded, on
+	 * every file system (d_instantiate below does not see creations that
+	 * file systems with atomic_open finish with d_splice_alias). */
+	if ((fmode & FMODE_CREATED) && inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG)
+		mark_created(inode);
 
 	/* Exec opens carry __FMODE_EXEC in f_flags on every kernel; f_mode's
 	 * FMODE_EXEC is set only after the LSM has run on newer ones. */
@@ -1839,6 +1892,9 @@ int BPF_PROG(path_link, struct dentry *old_dentry, const struct path *new_dir,
 
 	if (!jailed())
 		return 0;
+	/* The new name is instantiated with the old inode (d_instantiate):
+	 * that is no creation to mark. */
+	clear_pending();
 	/* A new name for an outside file would make it look inside. */
 	classify_at(old_dentry, old_dentry->d_inode, P_WRITE, &v);
 	if (!(v.perm & P_WRITE) || v.class != AL_CLASS_INSIDE)
@@ -1964,12 +2020,60 @@ int BPF_PROG(inode_removexattr, void *idmap, struct dentry *dentry)
 	return check(AL_OP_REMOVEXATTR, dentry, P_WRITE, 0);
 }
 
-/* Void hooks return 0 too: newer verifiers check every LSM program's return. */
+/*
+ * Reading an attribute needs read access, as reading the file would: user.*
+ * attributes hold data (where a file was downloaded from, a tool's notes).
+ * The access-control attributes (security.*: labels, file capabilities;
+ * system.*: POSIX ACLs) say who may do what, as the mode bits that stat
+ * shows of any file do, and ls -l asks for them on every file it lists:
+ * refusing those would refuse `ls -l /tmp` for every file of others there.
+ */
+static __always_inline int access_attr(const char *name)
+{
+	char b[16] = {};
+
+	if (bpf_probe_read_kernel_str(b, sizeof(b), name) <= 0)
+		return 0;
+	if (b[0] == 's' && b[1] == 'e' && b[2] == 'c' && b[3] == 'u' && b[4] == 'r' &&
+	    b[5] == 'i' && b[6] == 't' && b[7] == 'y' && b[8] == '.')
+		return 1;
+	return b[0] == 's' && b[1] == 'y' && b[2] == 's' && b[3] == 't' && b[4] == 'e' &&
+	       b[5] == 'm' && b[6] == '.';
+}
+
+SEC("lsm/inode_getxattr")
+int BPF_PROG(inode_getxattr, struct dentry *dentry, const char *name)
+{
+	if (!jailed() || access_attr(name))
+		return 0;
+	return check(AL_OP_GETXATTR, dentry, P_READ, 0);
+}
+
+/* The names of a file's attributes: user.* names are data of their own. */
+SEC("lsm/inode_listxattr")
+int BPF_PROG(inode_listxattr, struct dentry *dentry)
+{
+	if (!jailed())
+		return 0;
+	return check(AL_OP_LISTXATTR, dentry, P_READ, 0);
+}
+
+/*
+ * d_instantiate gives a dentry its inode, for a creation and for a lookup
+ * alike: a lookup that finds a file not in the dentry cache (on a disk file
+ * system: /var/tmp, anything evicted) instantiates a fresh dentry through
+ * d_splice_alias. A pending dentry left by a failed create is freed once its
+ * directory goes, and its memory can come back as that fresh dentry, for
+ * someone else's file: the mark would land there. A creation instantiates
+ * the negative dentry its lookup hashed, which the path hook saw; a lookup
+ * instantiates one not hashed yet (d_splice_alias insists). So only a
+ * hashed dentry that is the pending one is a creation of ours.
+ * Void hooks return 0 too: newer verifiers check every LSM program's return.
+ */
 SEC("lsm/d_instantiate")
 int BPF_PROG(d_instantiate, struct dentry *dentry, struct inode *inode)
 {
 	struct pending *pd;
-	struct mark *m;
 	__u64 magic;
 
 	if (!inode || !jailed())
@@ -1980,12 +2084,10 @@ int BPF_PROG(d_instantiate, struct dentry *dentry, struct inode *inode)
 		if (!pd || pd->dentry != (__u64)dentry)
 			return 0;
 		pd->dentry = 0;
+		if (!dentry->d_hash.pprev)
+			return 0;
 	}
-	/* If the mark cannot be stored the file stays foreign to the jail:
-	 * it is denied later, which is the safe side. */
-	m = bpf_inode_storage_get(&marks, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (m)
-		m->created = 1;
+	mark_created(inode);
 	return 0;
 }
 
@@ -2060,6 +2162,49 @@ int BPF_PROG(task_kill, struct task_struct *p, struct kernel_siginfo *info, int 
 	return report(AL_OP_SIGNAL, AL_CLASS_OUTSIDE, 0, 0, 0, p->tgid, sig);
 }
 
+/*
+ * Another process's scheduling, priority and limits: a process of the user
+ * may starve the user's others (SCHED_IDLE, nice 19, the idle I/O class, one
+ * CPU) or make them fail (a file or memory limit), as the same user may.
+ * Only the cell's own processes are the cell's to tune, as with signals.
+ * (Reading another's limits with prlimit is left alone: the task_prlimit
+ * hook names no process, only credentials, and the limits are no secret.)
+ */
+static __always_inline int other_task(__u32 op, struct task_struct *p, __u32 detail)
+{
+	if (!jailed() || task_jailed(p))
+		return 0;
+	return report(op, AL_CLASS_OUTSIDE, 0, 0, 0, p->tgid, detail);
+}
+
+/* sched_setscheduler, sched_setparam, sched_setattr and sched_setaffinity. */
+SEC("lsm/task_setscheduler")
+int BPF_PROG(task_setscheduler, struct task_struct *p)
+{
+	return other_task(AL_OP_SCHED, p, 0);
+}
+
+/* setpriority(2): detail is the nice value asked for. */
+SEC("lsm/task_setnice")
+int BPF_PROG(task_setnice, struct task_struct *p, int nice)
+{
+	return other_task(AL_OP_NICE, p, (__u32)nice);
+}
+
+SEC("lsm/task_setioprio")
+int BPF_PROG(task_setioprio, struct task_struct *p, int ioprio)
+{
+	return other_task(AL_OP_IOPRIO, p, (__u32)ioprio);
+}
+
+/* prlimit(2) of another process (setrlimit(2) is the caller's own): detail
+ * is the resource. */
+SEC("lsm/task_setrlimit")
+int BPF_PROG(task_setrlimit, struct task_struct *p, unsigned int resource, struct rlimit *new_rlim)
+{
+	return other_task(AL_OP_RLIMIT, p, resource);
+}
+
 /* F_SETOWN aims SIGIO/SIGURG at a process: at another process of the user
  * it is a kill(2) that task_kill never sees. Only the caller itself may be
  * named; the indirect forms (F_SETOWN_EX, a negative process group) are
@@ -2086,14 +2231,19 @@ int BPF_PROG(file_fcntl, struct file *file, unsigned int cmd, unsigned long arg)
 
 /* ---- IPC ---------------------------------------------------------------- */
 
+/* A socket created in the jail is the jail's own. */
+static __always_inline int sock_jailed(struct sock *sk)
+{
+	return BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id) == jail_cgroup_id;
+}
+
 static __always_inline int peer_allowed(struct sock *other)
 {
 	struct unix_sock *u = (void *)other;
 	struct dentry *d;
 	struct inode *inode;
 
-	/* A socket created in the jail is the jail's own. */
-	if (BPF_CORE_READ(other, sk_cgrp_data.cgroup, kn, id) == jail_cgroup_id)
+	if (sock_jailed(other))
 		return 1;
 	/* Or one the user allowed by path (--allow-unix). */
 	d = BPF_CORE_READ(u, path.dentry);
@@ -2115,22 +2265,70 @@ static __always_inline int unix_report(__u32 op, struct sock *other)
 	return report(op, AL_CLASS_OUTSIDE, 0, (__u64)d, 0, 0, 0);
 }
 
+/*
+ * The same rule holds both ways: the cell talks to its own sockets and to
+ * those the user allowed by path, and a process outside talks to a socket
+ * of the cell (pathname or abstract) only from a socket the user allowed.
+ * An outside process that connects in hands the agent a channel it did not
+ * have: its data, descriptors over SCM_RIGHTS (see file_receive), and a
+ * name the user's tools look for (an abstract name squatted by the agent).
+ * An inbound refusal is reported with the outside process as its caller.
+ */
 SEC("lsm/unix_stream_connect")
 int BPF_PROG(unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk)
 {
-	if (!jailed() || peer_allowed(other))
+	if (jailed()) {
+		if (peer_allowed(other))
+			return 0;
+		return unix_report(AL_OP_CONNECT, other);
+	}
+	if (!sock_jailed(other) || peer_allowed(sock))
 		return 0;
-	return unix_report(AL_OP_CONNECT, other);
+	return unix_report(AL_OP_CONNECT_IN, other);
 }
 
+/* Datagrams (sendmsg, and connect on a datagram socket). */
 SEC("lsm/unix_may_send")
 int BPF_PROG(unix_may_send, struct socket *sock, struct socket *other)
 {
-	struct sock *sk = other->sk;
+	struct sock *sk = other->sk, *me = sock->sk;
 
-	if (!jailed() || !sk || peer_allowed(sk))
+	if (!sk)
 		return 0;
-	return unix_report(AL_OP_SEND, sk);
+	if (jailed()) {
+		if (peer_allowed(sk))
+			return 0;
+		return unix_report(AL_OP_SEND, sk);
+	}
+	if (!me || !sock_jailed(sk) || peer_allowed(me))
+		return 0;
+	return unix_report(AL_OP_SEND_IN, sk);
+}
+
+/*
+ * A descriptor received over a unix socket (SCM_RIGHTS; pidfd_getfd asks
+ * ptrace first) is judged as opening its file with the same mode would be:
+ * an open descriptor of an outside file is that file, whoever opened it.
+ * Pipes, sockets and memfds are the kinds of files classify lets through.
+ * A refused descriptor is dropped from the message (MSG_CTRUNC).
+ */
+SEC("lsm/file_receive")
+int BPF_PROG(file_receive, struct file *file)
+{
+	struct dentry *d = file->f_path.dentry;
+	__u32 fmode = file->f_mode, need = 0;
+	struct verdict v;
+
+	if (!jailed())
+		return 0;
+	if (fmode & FMODE_READ)
+		need |= P_READ;
+	if (fmode & FMODE_WRITE)
+		need |= P_WRITE;
+	classify_at(d, file->f_inode, need, &v);
+	if ((v.perm & need) == need)
+		return 0;
+	return report_v(AL_OP_RECEIVE, &v, 0, (__u64)d, 0);
 }
 
 /* SysV shared memory, queues and semaphores are shared by key with every

@@ -45,6 +45,15 @@ enum al_op {
 	AL_OP_IPC,
 	AL_OP_KEY,
 	AL_OP_WATCH,
+	AL_OP_GETXATTR,
+	AL_OP_LISTXATTR,
+	AL_OP_RECEIVE,    /* a descriptor received over a unix socket (SCM_RIGHTS) */
+	AL_OP_CONNECT_IN, /* a process outside connecting to a socket of the cell */
+	AL_OP_SEND_IN,    /* ... or sending it a datagram */
+	AL_OP_SCHED,      /* scheduling policy, priority or affinity of another process */
+	AL_OP_NICE,
+	AL_OP_IOPRIO,
+	AL_OP_RLIMIT,
 };
 
 /* Where a target lies, as the kernel classified it. */
@@ -269,6 +278,9 @@ struct registration {
 	                * writes back the group the directory has (an earlier
 	                * registration of it may have given it one) */
 	__u32 sealed;  /* RULE_SEAL: the kernel writes 1 when it sealed the root */
+	__u32 kill_seq; /* the kernel writes how many times cgroup.kill was
+	                 * written in the registering process's cgroup (0 on
+	                 * kernels that do not count them) */
 };
 
 #endif
