@@ -279,7 +279,7 @@ func Limits(abi int) []string {
 		"inotify watches outside",
 		"other processes' /proc cmdline and status",
 		"writes through hard links made before the session",
-		"protected files in the project (.git/hooks, .git/config, .envrc, ...): Landlock grants the directory whole",
+		"protected files in the project (.git/hooks, .git/config, .envrc, ...) can be changed while the agent runs (Landlock grants the directory whole): the tripwire puts them back as they were and reports it",
 		"secrets by name inside grants (*.pem, id_*, .env*, --deny PATTERN): Landlock grants by path",
 	}
 	if abi < 9 {

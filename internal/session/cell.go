@@ -44,6 +44,9 @@ type cell struct {
 	// agentPID: the cell's first process, whose domain is the agent's.
 	auditUntil atomic.Int64
 	agentPID   atomic.Int64
+	// tw keeps the protected entries under Landlock (tripwire.go); nil
+	// under the BPF LSM, which refuses their changes.
+	tw *tripwireRun
 
 	warn warner
 }
@@ -109,6 +112,12 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	cfg.CgroupID = cg.ID
 	cfg.Rules = rules
 	cfg.Protect = p.Protect
+	if ruleset != nil {
+		// The tripwire reports the protected entries' changes, with
+		// what it undid: the observers would report the same writes
+		// as reached.
+		cfg.Rules, cfg.Protect = unprotected(rules), nil
+	}
 	cfg.Patterns = p.Patterns()
 	if !cfg.Observe {
 		// Landlock holds without agent-lock by construction; pinning the
@@ -160,6 +169,17 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		close(c.events)
 	}()
 	return c, nil
+}
+
+// unprotected are rules without their protected entries.
+func unprotected(rules []jail.Rule) []jail.Rule {
+	out := make([]jail.Rule, len(rules))
+	for i, r := range rules {
+		r.Flags &^= jail.Protect
+		r.Protect = nil
+		out[i] = r
+	}
+	return out
 }
 
 func closeFile(f *os.File) {
@@ -260,7 +280,7 @@ func (c *cell) drain() <-chan jail.Event {
 // those).
 func (c *cell) counters() (jail.Counters, error) {
 	n, err := c.jail.Counters()
-	n.Escapes += c.auditEscapes.Load()
+	n.Escapes += c.auditEscapes.Load() + c.tw.count()
 	return n, err
 }
 

@@ -110,3 +110,98 @@ func TestLandlockEngine(t *testing.T) {
 		t.Logf("auto picked %s", r.Start.Engine)
 	}
 }
+
+// TestLandlockTripwire: under the Landlock engine the agent may change the
+// protected entries (Landlock grants DIR whole), but each change is
+// reported as undone and, when the session ends, the entries are as they
+// were: the user's git status runs no planted fsmonitor, no hook is left,
+// a removed editor setting is back. The agent's own work in the same
+// repository (a commit) stays.
+func TestLandlockTripwire(t *testing.T) {
+	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
+	}
+	if landlock.ABI() == 0 {
+		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
+	}
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, 4242)
+	home := filepath.Join(root, "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, 4242, 4242)
+	asUser := func(script string) string {
+		t.Helper()
+		cmd := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, b)
+		}
+		return string(b)
+	}
+	asUser(`git init -q . && mkdir .vscode && echo '{}' > .vscode/settings.json && echo a > a &&
+		git add a && git -c user.name=u -c user.email=u@h commit -qm first`)
+	config, _ := os.ReadFile(filepath.Join(dir, ".git/config"))
+
+	rep := testenv.ReportPath(t, 4242)
+	pwned := filepath.Join(home, "pwned")
+	script := `git config core.fsmonitor "touch ` + pwned + `"
+		printf '#!/bin/sh\ntouch ` + pwned + `\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit
+		rm .vscode/settings.json
+		echo b > b && git add b && git -c user.name=a -c user.email=a@b commit --no-verify -qm agent-work && echo committed`
+	cmd := exec.Command(bin, "--headless", "--engine", "landlock", "--report", rep, dir, "--", "sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("agent-lock: %v\n%s", err, out)
+	}
+	os.Remove(pwned) // the agent's own git may have run what it planted, in the cell
+
+	if b, _ := os.ReadFile(filepath.Join(dir, ".git/config")); string(b) != string(config) {
+		t.Errorf(".git/config after the session:\n%s\nwant:\n%s", b, config)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".git/hooks/pre-commit")); err == nil {
+		t.Error("the planted pre-commit hook is still there")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, ".vscode/settings.json")); err != nil || string(b) != "{}\n" {
+		t.Errorf(".vscode/settings.json after the session: %q, %v", b, err)
+	}
+	asUser(`git status --short >/dev/null`)
+	if _, err := os.Stat(pwned); err == nil {
+		t.Error("the user's git status ran what the agent planted")
+	}
+	if log := asUser(`git log --format=%s`); !strings.Contains(log, "agent-work") {
+		t.Errorf("the agent's commit is gone (git log: %q); output:\n%s", log, out)
+	}
+
+	f, err := os.Open(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	undone := map[string]string{}
+	var sum *report.Summary
+	report.Read(f, func(r report.Record) error {
+		if r.Event != nil && r.Event.Verdict == report.Undone {
+			rel, _ := filepath.Rel(dir, r.Event.Path)
+			undone[rel] = r.Event.Op
+			if r.Event.PID == 0 || !strings.HasPrefix(r.Event.Rule, "protected ") {
+				t.Errorf("undone record without a process or rule: %+v", *r.Event)
+			}
+		}
+		if r.Summary != nil {
+			sum = r.Summary
+		}
+		return nil
+	})
+	for rel, op := range map[string]string{".git/config": "rename", ".git/hooks/pre-commit": "create", ".vscode/settings.json": "unlink"} {
+		if undone[rel] != op {
+			t.Errorf("report: %s undone by %q, want %q (undone: %v)", rel, undone[rel], op, undone)
+		}
+	}
+	if sum == nil || len(sum.Undone) != 3 || len(sum.LeftChanged) != 0 || sum.Escapes < 3 {
+		t.Errorf("summary %+v: want the three entries undone, none left changed, counted as escapes", sum)
+	}
+}

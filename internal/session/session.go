@@ -158,6 +158,13 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err := cell.probe(ctx, o.Audit); err != nil {
 		return 0, fail(ExitFailed, fmt.Errorf("self-test failed, not starting the agent: %w", err))
 	}
+	if cell.ruleset != nil {
+		// Landlock grants DIR whole: the tripwire keeps the protected
+		// entries instead (tripwire.go).
+		if cell.tw, err = armTripwire(pol, agent.ID(), cell.cg.Path, warn); err != nil {
+			return 0, fail(ExitFailed, err)
+		}
+	}
 	baseline, err := cell.counters()
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -234,6 +241,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		Kernel: facts.Release, Engine: cell.engine(), Limits: cell.limits(), TmpDir: tmp, WithheldEnv: withheld,
 		Profiles: prof.Profiles, LoadTime: cell.loadTime(),
 	})
+	cell.tw.start(o.Report)
 
 	var status int
 	events := cell.events
@@ -287,6 +295,7 @@ wait:
 	for ev := range cell.drain() {
 		writeEvent(o.Report, ev, &opens)
 	}
+	undone, left := cell.tw.finish()
 	final, err := cell.counters()
 	if err != nil {
 		return status, fail(ExitFailed, err)
@@ -299,6 +308,7 @@ wait:
 	o.Report.Summary(report.Summary{
 		Time: time.Now(), ExitCode: status, InBounds: c.InBounds, System: c.System,
 		Escapes: c.Escapes, Lost: c.Lost, Duration: time.Since(began), Hooks: hooks,
+		Undone: undone, LeftChanged: left,
 	})
 	return status, nil
 }

@@ -37,25 +37,21 @@ var landlockLeaks = map[string]expectedLeak{
 	"fsetown-signal":        {6, "signals are scoped from Landlock ABI 6"},
 }
 
-func init() {
-	// Landlock grants the project directory whole: it cannot keep a name
-	// in it read-only, least of all one that does not exist yet.
-	for _, t := range protectedTechniques {
-		landlockLeaks[t.Name] = expectedLeak{0, "Landlock cannot protect files inside the project directory"}
-	}
-}
+// The protected family (protected.go) is no leak under Landlock: the
+// engine grants the project directory whole, but its tripwire puts each
+// protected entry back as it was and reports the change ("undone"), so
+// the techniques' effects are gone when the session ends.
 
 // landlockUnreported are stopped before anything the observers watch.
 var landlockUnreported = map[string]string{
 	"open-by-handle":  "stopped before the open: writing /proc/PID/uid_map is refused",
 	"io-uring-openat": "io_uring's opens do not pass the system-call tracepoints",
 	"tiocsti":         "refused by the seccomp filter, which reports nothing (Landlock has no say over TIOCSTI)",
-	"policy-file-widen": "Landlock grants DIR whole, so the agent may rewrite the project's policy file; the next " +
-		"session refuses it (changed since the user trusted it), which the technique checks",
 }
 
 // landlockObserved are the operations the Landlock engine reports: its
-// observers watch the open and exec family only.
+// observers watch the open and exec family only (its tripwire reports
+// every operation on protected entries, judged as any engine's record).
 var landlockObserved = map[string]bool{"read": true, "write": true, "exec": true, "create": true}
 
 // landlockAuditObserved are the operations Landlock's own audit records

@@ -1,0 +1,192 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/tripwire"
+)
+
+// Under the Landlock engine, which grants the project directory whole,
+// the protected entries are kept by the tripwire (internal/tripwire):
+// recorded before the agent starts, put back as soon as a change is seen,
+// and checked once more when nothing of the cell runs any more.
+
+// protectedEntries are the entries the tripwire keeps: those the BPF-LSM
+// engine protects, DIR's (less --unprotect) and those below other rule
+// roots (a git worktree's git directory). This is the one place to add
+// more (entries at any depth below DIR).
+func protectedEntries(p policy.Policy) []tripwire.Entry {
+	var out []tripwire.Entry
+	for _, e := range p.Protect {
+		out = append(out, tripwire.Entry{Root: p.Dir, Path: e.Path, DirOnly: e.DirOnly, Rule: "protected " + e.Path})
+	}
+	for _, r := range p.Rules() {
+		if r.Flags&jail.Protect == 0 || r.Path == p.Dir {
+			continue
+		}
+		for _, e := range r.Protect {
+			out = append(out, tripwire.Entry{Root: r.Path, Path: e.Path, DirOnly: e.DirOnly,
+				Rule: "protected " + filepath.Join(r.Path, e.Path)})
+		}
+	}
+	return out
+}
+
+// tripwireRun is a session's tripwire: the watcher, the escapes it
+// reported, and the changes found before the start record was written
+// (reports begin with it).
+type tripwireRun struct {
+	w       *tripwire.Watcher
+	escapes atomic.Uint64
+	warn    warner
+
+	mu      sync.Mutex
+	rep     report.Writer
+	pending []tripwire.Change
+}
+
+// armTripwire records the protected entries, as the agent's user, and
+// watches them. An entry it cannot record stops the session: the promise
+// would not be kept.
+func armTripwire(p policy.Policy, id asuser.ID, cg string, warn warner) (*tripwireRun, error) {
+	t := &tripwireRun{warn: warn}
+	entries := protectedEntries(p)
+	if len(entries) == 0 {
+		return t, nil
+	}
+	w, err := tripwire.Arm(entries, id, tripwire.Options{
+		Report: t.report,
+		Keep:   func(pid int) bool { return outsideCell(pid, cg) },
+		Warn:   func(f string, a ...any) { warn(f, a...) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w; the protected entries cannot be kept under the Landlock engine: "+
+			"use --engine bpf-lsm, or --unprotect the entry", err)
+	}
+	t.w = w
+	return t, nil
+}
+
+// start sends the changes found so far, and all later ones, to rep.
+func (t *tripwireRun) start(rep report.Writer) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.rep = rep
+	pending := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+	for _, c := range pending {
+		t.write(rep, c)
+	}
+}
+
+func (t *tripwireRun) report(c tripwire.Change) {
+	t.mu.Lock()
+	rep := t.rep
+	if rep == nil {
+		t.pending = append(t.pending, c)
+	}
+	t.mu.Unlock()
+	if rep != nil {
+		t.write(rep, c)
+	}
+}
+
+// write reports one change: an escape, undone or (if it could not be)
+// allowed; the user's own change is no escape, only said.
+func (t *tripwireRun) write(rep report.Writer, c tripwire.Change) {
+	if c.Kept {
+		t.warn("%s changed by %s (pid %d), outside the cell: kept as yours", c.Path, orUnknown(c.Comm), c.PID)
+		return
+	}
+	t.escapes.Add(1)
+	e := report.Event{Time: c.Time, PID: uint32(c.PID), TID: uint32(c.PID), Comm: c.Comm, Op: c.Op, Path: c.Path,
+		Rule: c.Rule, Verdict: report.Undone, Sensitive: report.Sensitive(c.Path)}
+	if !c.Undone {
+		e.Verdict = report.Allowed
+		t.warn("%s was changed and could not be put back: %v", c.Path, c.Err)
+	}
+	rep.Escape(e)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "a process now gone"
+	}
+	return s
+}
+
+// count is the escapes the tripwire reported.
+func (t *tripwireRun) count() uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.escapes.Load()
+}
+
+// finish checks every entry once more (nothing of the cell runs any more),
+// stops the watch and returns what the summary says was undone and what
+// was left changed, one line per entry path as it ended.
+func (t *tripwireRun) finish() (undone, left []report.Undo) {
+	if t == nil || t.w == nil {
+		return nil, nil
+	}
+	t.w.Check()
+	t.w.Close()
+	byPath := map[string]*report.Undo{}
+	var order []string
+	lastOK := map[string]bool{}
+	for _, c := range t.w.Changes() {
+		if c.Kept {
+			continue
+		}
+		u := byPath[c.Path]
+		if u == nil {
+			u = &report.Undo{Path: c.Path, Rule: c.Rule, Op: c.Op}
+			byPath[c.Path] = u
+			order = append(order, c.Path)
+		}
+		u.Count++
+		u.Action, u.Why = c.Action, ""
+		if c.Err != nil {
+			u.Why = c.Err.Error()
+		}
+		lastOK[c.Path] = c.Undone
+	}
+	for _, p := range order {
+		if lastOK[p] {
+			undone = append(undone, *byPath[p])
+		} else {
+			left = append(left, *byPath[p])
+		}
+	}
+	return undone, left
+}
+
+// outsideCell says whether process pid is alive outside the cell's cgroup
+// cg: the user's own. A process gone before agent-lock could tell is
+// taken for the cell's (its change is undone).
+func outsideCell(pid int, cg string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rel, ok := strings.CutPrefix(line, "0::"); ok {
+			return !(rel != "/" && strings.HasSuffix(cg, rel))
+		}
+	}
+	return false
+}
