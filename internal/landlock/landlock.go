@@ -314,3 +314,37 @@ func Costs(abi int) []string {
 	}
 	return c
 }
+
+// Describe says what FromJail makes of rule r on a kernel with Landlock
+// ABI abi, for agent-lock policy: the rights the rule gives, and a note
+// where they differ from the BPF-LSM engine's ("" for none).
+func Describe(r jail.Rule, abi int) (rights, note string) {
+	switch {
+	case r.Flags&jail.Deny != 0:
+		return "refused", ""
+	case r.Flags&jail.Named != 0:
+		if _, err := os.Stat(r.Path); err != nil {
+			return "not granted", "missing: Landlock grants a file as it is, so one made later is refused, as are its siblings"
+		}
+		return "read-write, this file", "as it is now: its siblings (a save's temporary file, its lock) and a replacement renamed onto it are refused"
+	case under(r.Path, "/dev"):
+		if r.Path == "/dev" {
+			return "list only", "and the devices below, by kind"
+		}
+		return "not granted", "devices are granted one by one, below"
+	case r.Flags&jail.Scratch != 0:
+		return "refused", "Landlock cannot say \"only the files it made\": the agent's private TMPDIR instead"
+	case r.Flags&jail.Write != 0 && r.Flags&jail.Protect != 0:
+		return "read-write, tripwire", "its protected entries (below) are put back as they were when changed"
+	case r.Flags&jail.Write != 0:
+		return "read-write", ""
+	case r.Flags&jail.Read != 0:
+		return "read-only", ""
+	case r.Flags&jail.Socket != 0:
+		if abi < 9 {
+			return "connect", fmt.Sprintf("below Landlock ABI 9 (this kernel: %d) every pathname socket is open anyway", abi)
+		}
+		return "connect", ""
+	}
+	return fmt.Sprintf("flags %#x", uint32(r.Flags)), ""
+}

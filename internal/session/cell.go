@@ -66,8 +66,9 @@ const (
 // openCell makes the cgroup and loads the programs: under the BPF LSM the
 // hooks that decide; under Landlock the ruleset that decides and the
 // observers that report. ttyPaths are the agent's terminals by name, for
-// Landlock, which grants by path.
-func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string, warn warner) (*cell, error) {
+// Landlock, which grants by path. bestEffort lets Landlock run without
+// what it cannot enforce (LandlockRefusals).
+func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string, bestEffort bool, warn warner) (*cell, error) {
 	var ruleset *os.File
 	var flags uint32
 	var abi int
@@ -89,6 +90,9 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		}
 		if cfg.Audit {
 			return nil, errors.New("the Landlock engine has no audit mode: Landlock cannot let a refused access through and report it; use --engine bpf-lsm")
+		}
+		if err := refuseUnenforceable(p, bestEffort, warn); err != nil {
+			return nil, err
 		}
 		lr, err := landlock.FromJail(rules, ttyPaths)
 		if err != nil {
@@ -378,7 +382,7 @@ func SelfTest(ctx context.Context, facts kernel.Facts, engine string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil, newWarner(nil))
+	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil, false, newWarner(nil))
 	if err != nil {
 		return err
 	}

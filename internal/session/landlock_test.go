@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -203,5 +204,64 @@ func TestLandlockTripwire(t *testing.T) {
 	}
 	if sum == nil || len(sum.Undone) != 3 || len(sum.LeftChanged) != 0 || sum.Escapes < 3 {
 		t.Errorf("summary %+v: want the three entries undone, none left changed, counted as escapes", sum)
+	}
+}
+
+// TestLandlockWithholdsSockets: below Landlock ABI 9, where connecting to
+// a pathname unix socket cannot be refused, the agent is not told where
+// the user's ssh-agent listens: ssh-add finds no agent, unless the socket
+// is granted with --allow-unix. The same ssh-agent answers unjailed, so
+// the test is real.
+func TestLandlockWithholdsSockets(t *testing.T) {
+	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
+	}
+	abi := landlock.ABI()
+	if abi >= 9 {
+		t.Skipf("Landlock ABI %d refuses connecting to sockets by path: the variables pass", abi)
+	}
+	if _, err := exec.LookPath("ssh-agent"); err != nil {
+		t.Fatal("ssh-agent is not installed (openssh-client)")
+	}
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, 4242)
+	sockDir := filepath.Join(root, "ssh")
+	os.Mkdir(sockDir, 0o700)
+	os.Chown(sockDir, 4242, 4242)
+	sock := filepath.Join(sockDir, "agent.sock")
+	agent := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "ssh-agent", "-D", "-a", sock)
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Process.Kill()
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sshAdd := func(jailed bool, flags ...string) string {
+		t.Helper()
+		argv := []string{"setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", "ssh-add -l; echo rc=$?"}
+		if jailed {
+			argv = append(append([]string{bin, "--headless", "--engine", "landlock"}, flags...), dir, "--", "sh", "-c", "ssh-add -l; echo rc=$?")
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = []string{"SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin", "SSH_AUTH_SOCK=" + sock}
+		b, _ := cmd.CombinedOutput()
+		return string(b)
+	}
+	// The agent holds no keys: ssh-add -l says so with 1, and 2 when it
+	// finds no agent.
+	if out := sshAdd(false); !strings.Contains(out, "rc=1") {
+		t.Fatalf("unjailed, ssh-add -l did not reach the agent:\n%s", out)
+	}
+	out := sshAdd(true)
+	if !strings.Contains(out, "rc=2") || !strings.Contains(out, "SSH_AUTH_SOCK") {
+		t.Errorf("jailed, ssh-add -l found the agent, or the limit was not said:\n%s", out)
+	}
+	if out := sshAdd(true, "--allow-unix", sock); !strings.Contains(out, "rc=1") {
+		t.Errorf("jailed with --allow-unix %s, ssh-add -l did not reach the agent:\n%s", sock, out)
 	}
 }

@@ -96,6 +96,10 @@ type Options struct {
 	// missing but would lie where the agent may write is made first (as
 	// the user), so that it can be denied.
 	Private []string
+	// BestEffort lets the Landlock engine run without what it cannot
+	// enforce (LandlockRefusals), each said as a warning; without it
+	// such a request stops the session at start.
+	BestEffort bool
 	// Detach starts the agent in a session of its own, without a
 	// controlling terminal, and lets it reopen no terminal: the dashboard
 	// owns agent-lock's, and an agent that could write to it (or push
@@ -147,7 +151,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys, StreamInBounds: true}
 	pol := plan.Policy
 	pol.TmpDir = tmp
-	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, warn)
+	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, o.BestEffort, warn)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
@@ -162,7 +166,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 		// Landlock grants DIR whole: the tripwire keeps the protected
 		// entries instead (tripwire.go).
 		if cell.tw, err = armTripwire(pol, agent.ID(), cell.cg.Path, warn); err != nil {
-			return 0, fail(ExitFailed, err)
+			if !o.BestEffort {
+				return 0, fail(ExitFailed, err)
+			}
+			warn("--best-effort: the protected entries are not kept: %v", err)
 		}
 	}
 	baseline, err := cell.counters()
@@ -192,6 +199,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cmd.Dir = dir
 	env, withheld := secretenv.Filter(agentEnv(os.Environ(), agent, tmp, dir),
 		append(prof.Env, o.PassEnv...))
+	if cell.ruleset != nil && cell.abi < 9 {
+		var socks []string
+		env, socks = withholdSockets(env, cell.abi, o.AllowUnix, warn)
+		withheld = slices.Compact(slices.Sorted(slices.Values(append(withheld, socks...))))
+	}
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if o.Stdin != nil {
@@ -647,15 +659,41 @@ func terminals() (rdevs []uint32, paths []string) {
 // LSM where this kernel runs its programs and Landlock where it does not;
 // a cell that cannot be opened with either is an error, never a run
 // without one.
-func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string, warn warner) (*cell, error) {
+func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string, bestEffort bool, warn warner) (*cell, error) {
 	if engine != "" && engine != EngineAuto {
-		return openCell(facts, engine, cfg, p, ttys, warn)
+		return openCell(facts, engine, cfg, p, ttys, bestEffort, warn)
 	}
-	c, err := openCell(facts, EngineBPF, cfg, p, ttys, warn)
+	c, err := openCell(facts, EngineBPF, cfg, p, ttys, bestEffort, warn)
 	if err == nil || !errors.Is(err, jail.ErrNotSupported) || cfg.Audit || landlock.ABI() == 0 {
 		return c, err
 	}
-	return openCell(facts, EngineLandlock, cfg, p, ttys, warn)
+	return openCell(facts, EngineLandlock, cfg, p, ttys, bestEffort, warn)
+}
+
+// AutoEngine is the engine --engine auto picks on this kernel, and why.
+// Where bpf is an active LSM only loading the programs tells (some
+// kernels list it and refuse them): as root it loads them (SelfTest);
+// otherwise engine is "" and why says what it depends on.
+func AutoEngine(ctx context.Context, f kernel.Facts) (engine, why string) {
+	abi := f.LandlockABI
+	if !f.BPFInLSM {
+		if abi == 0 {
+			return "", "none: bpf is not in the active LSM list and this kernel has no Landlock (agent-lock doctor says what to change)"
+		}
+		return EngineLandlock, "bpf is not in the active LSM list"
+	}
+	if os.Geteuid() != 0 {
+		return "", fmt.Sprintf("bpf-lsm if this kernel loads its programs (bpf is an active LSM; sudo agent-lock doctor, "+
+			"or sudo agent-lock policy, tries), else landlock (ABI %d)", abi)
+	}
+	err := SelfTest(ctx, f, EngineBPF)
+	switch {
+	case err == nil:
+		return EngineBPF, "its programs loaded and refused a test open here"
+	case errors.Is(err, jail.ErrNotSupported) && abi > 0:
+		return EngineLandlock, "this kernel lists bpf as an active LSM but refused to load its programs; agent-lock doctor says more"
+	}
+	return "", err.Error()
 }
 
 // warner writes one of agent-lock's own warnings (Options.Warnings).
