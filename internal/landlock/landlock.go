@@ -236,24 +236,45 @@ const ExecArg = "__landlock-exec"
 // RulesetFD is the descriptor the ruleset has in that process.
 const RulesetFD = 3
 
-// Argv is the command line of that process for path and argv.
-func Argv(flags uint32, path string, argv []string) []string {
-	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(flags), 10), path}, argv...)
+// Argv is the command line of that process for path and argv; ttys are
+// the terminals the agent inherits, by name, kept at those names in the
+// cell's own devpts (pts.go).
+func Argv(flags uint32, ttys []string, path string, argv []string) []string {
+	t := strings.Join(ttys, ",")
+	if t == "" {
+		t = "-"
+	}
+	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(flags), 10), t, path}, argv...)
 }
 
-// Exec enforces the ruleset on descriptor RulesetFD and execs path with
-// argv and the current environment. It returns only on failure, and then
-// the agent must not run: the caller exits.
+// Exec gives the cell its own terminals (pts.go), drops the capability
+// that took, enforces the ruleset on descriptor RulesetFD and execs path
+// with argv and the current environment. It returns only on failure, and
+// then the agent must not run: the caller exits.
 func Exec(args []string) error {
-	if len(args) < 3 {
-		return errors.New("usage: " + ExecArg + " FLAGS PATH ARGV0 [ARG...]")
+	if len(args) < 4 {
+		return errors.New("usage: " + ExecArg + " FLAGS TTYS PATH ARGV0 [ARG...]")
 	}
 	flags, err := strconv.ParseUint(args[0], 10, 32)
 	if err != nil {
 		return fmt.Errorf("flags: %w", err)
 	}
-	path, argv := args[1], args[2:]
+	var ttys []string
+	if args[1] != "-" {
+		ttys = strings.Split(args[1], ",")
+	}
+	path, argv := args[2], args[3:]
 	runtime.LockOSThread() // never unlocked: the thread execs
+	masters, ptsErr := privatePTS(RulesetFD, ttys)
+	// Whatever became of the mount, no capability goes further.
+	if err := dropCaps(); err != nil {
+		return err
+	}
+	if ptsErr != nil {
+		// The agent runs without terminals of its own (Costs), as
+		// before: the cell is no weaker for it.
+		fmt.Fprintf(os.Stderr, "agent-lock: the agent cannot open terminals of its own: %v\n", ptsErr)
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
@@ -264,6 +285,9 @@ func Exec(args []string) error {
 	}
 	unix.Close(RulesetFD)
 	if err := installFilter(); err != nil {
+		return err
+	}
+	if err := keepOpen(masters); err != nil {
 		return err
 	}
 	return syscall.Exec(path, argv, os.Environ())
@@ -304,7 +328,7 @@ func Limits(abi int) []string {
 func Costs(abi int) []string {
 	c := []string{
 		"the shared scratch places (/tmp, /var/tmp, /dev/shm) are closed; the agent has its private TMPDIR",
-		"new terminals (/dev/pts) and devices beyond /dev/null, zero, full, random, urandom, tty and ptmx cannot be opened",
+		"devices beyond /dev/null, zero, full, random, urandom, tty, ptmx and its own terminals cannot be opened (the terminals it opens live in a devpts of the cell's own, which the observers report as reached when it is listed)",
 		"writing /proc (user namespaces cannot be set up, a process cannot adjust itself there)",
 		"keyrings (keyctl, add_key, request_key) and bpf() are refused; SysV IPC and POSIX message queues are private to the agent",
 		"a directory a denied path was carved out of can be read entry by entry but not listed, and gets no new entries",

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
@@ -31,6 +33,7 @@ type cell struct {
 	ruleset *os.File
 	flags   uint32
 	abi     int
+	ttys    []string // the agent's terminals by name
 	// onlyOpen: EngineFileOpenOnly's cell.
 	onlyOpen bool
 	// audit: Landlock's own records of what it refused (llaudit.go), nil
@@ -144,7 +147,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		return nil, err
 	}
 	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
-		ruleset: ruleset, flags: flags, abi: abi, warn: warn, onlyOpen: cfg.OnlyFileOpen}
+		ruleset: ruleset, flags: flags, abi: abi, ttys: ttyPaths, warn: warn, onlyOpen: cfg.OnlyFileOpen}
 	var readers sync.WaitGroup
 	if ruleset != nil {
 		c.audit, c.noAudit = openAuditLog(abi)
@@ -228,9 +231,9 @@ func (c *cell) limits() []string {
 // is agent-lock itself (the running binary, through /proc/self/exe, so the
 // agent's user needs no access to where it lies), which enforces the
 // ruleset on itself and execs the agent: Go has no hook between fork and
-// exec. It also gets IPC namespaces of its own: Landlock has no say over
+// exec. It also gets IPC namespaces of its own (Landlock has no say over
 // SysV IPC and POSIX message queues, which the BPF LSM refuses outside the
-// cell.
+// cell) and a mount namespace, for a devpts of its own.
 func (c *cell) command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd {
 	attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
 	attr.CgroupFD = c.cg.FD()
@@ -240,9 +243,12 @@ func (c *cell) command(path string, argv []string, attr *syscall.SysProcAttr) *e
 		cmd.SysProcAttr = attr
 		return cmd
 	}
-	attr.Cloneflags |= syscall.CLONE_NEWIPC
+	attr.Cloneflags |= syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
+	// For the cell's own devpts, mounted by that process before it
+	// drops every capability (landlock/pts.go).
+	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = landlock.Argv(c.flags, path, argv)
+	cmd.Args = landlock.Argv(c.flags, c.ttys, path, argv)
 	cmd.ExtraFiles = []*os.File{c.ruleset} // fd 3: landlock.RulesetFD
 	cmd.SysProcAttr = attr
 	return cmd

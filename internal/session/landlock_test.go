@@ -1,12 +1,16 @@
 package session_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -263,5 +267,64 @@ func TestLandlockWithholdsSockets(t *testing.T) {
 	}
 	if out := sshAdd(true, "--allow-unix", sock); !strings.Contains(out, "rc=1") {
 		t.Errorf("jailed with --allow-unix %s, ssh-add -l did not reach the agent:\n%s", sock, out)
+	}
+}
+
+// TestLandlockTerminals: under the Landlock engine the agent opens
+// terminals of its own (script, a pty pair) and writes to its terminal by
+// name, in a devpts instance of the cell's own; another terminal of the
+// user stays out of reach, by name and by number.
+func TestLandlockTerminals(t *testing.T) {
+	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
+	}
+	if landlock.ABI() == 0 {
+		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
+	}
+	bin := testenv.AgentLockBin(t)
+	_, dir := testenv.ProjectDir(t, 4242)
+	// Another terminal of the user's, outside the cell.
+	other, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	n, err := unix.IoctlGetInt(int(other.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.IoctlSetPointerInt(int(other.Fd()), unix.TIOCSPTLCK, 0)
+	otherName := fmt.Sprintf("/dev/pts/%d", n)
+	os.Chown(otherName, 4242, 4242)
+	script := `script -qc true /dev/null && echo script-ok
+		python3 -c 'import os, pty; m, s = pty.openpty(); os.write(s, b"x"); print("pty-ok", os.ttyname(s))'
+		echo own > "$(tty)" && echo own-tty-ok
+		echo inject > ` + otherName + ` 2>/dev/null && echo "other-by-name-$((6*7))"
+		true`
+	// The agent gets a terminal of its own (script as root, chowned to
+	// the user as sudo's would be).
+	inner := fmt.Sprintf(`chown 4242 "$(tty)"; SUDO_UID=4242 SUDO_GID=4242 PATH=/usr/bin:/bin %s --headless --engine landlock %s -- sh -c %s`,
+		bin, dir, testenv.ShellJoin([]string{script}))
+	cmd := exec.Command("script", "-qec", inner, "/dev/null")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"script-ok", "pty-ok /dev/pts/", "own-tty-ok"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q: the agent's own terminals do not work:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "other-by-name-42") {
+		t.Errorf("the agent wrote to another terminal of the user:\n%s", out)
+	}
+	// What reached the other terminal is on its master, without waiting.
+	// (Fd makes the file blocking again: once.)
+	fd := int(other.Fd())
+	unix.SetNonblock(fd, true)
+	b := make([]byte, 256)
+	if k, _ := unix.Read(fd, b); k > 0 && strings.Contains(string(b[:k]), "inject") {
+		t.Errorf("the other terminal received %q", b[:k])
 	}
 }
