@@ -300,6 +300,7 @@ const drainWait = time.Second
 
 func (c *cell) close() {
 	close(c.done)
+	c.tw.close()
 	closeFile(c.ruleset)
 	if c.audit != nil {
 		c.audit.Close()

@@ -43,8 +43,9 @@ func protectedEntries(p policy.Policy) []tripwire.Entry {
 }
 
 // tripwireRun is a session's tripwire: the watcher, the escapes it
-// reported, and the changes found before the start record was written
-// (reports begin with it).
+// reported, what became of each entry path (for the summary), and the
+// changes found before the start record was written (reports begin with
+// it).
 type tripwireRun struct {
 	w       *tripwire.Watcher
 	escapes atomic.Uint64
@@ -53,7 +54,20 @@ type tripwireRun struct {
 	mu      sync.Mutex
 	rep     report.Writer
 	pending []tripwire.Change
+	byPath  map[string]*undo
+	order   []string
+	more    int // changes to paths beyond maxUndoPaths
 }
+
+// undo is what became of one path.
+type undo struct {
+	report.Undo
+	ok bool // the last change was undone
+}
+
+// maxUndoPaths bounds the summary's list: an agent making names in a
+// protected folder in a loop must not grow it without bound.
+const maxUndoPaths = 1000
 
 // armTripwire records the protected entries, as the agent's user, and
 // watches them. An entry it cannot record stops the session: the promise
@@ -94,6 +108,9 @@ func (t *tripwireRun) start(rep report.Writer) {
 
 func (t *tripwireRun) report(c tripwire.Change) {
 	t.mu.Lock()
+	if !c.Kept {
+		t.tally(c)
+	}
 	rep := t.rep
 	if rep == nil {
 		t.pending = append(t.pending, c)
@@ -136,6 +153,28 @@ func (t *tripwireRun) count() uint64 {
 	return t.escapes.Load()
 }
 
+// tally folds a change into the summary's account, t.mu held.
+func (t *tripwireRun) tally(c tripwire.Change) {
+	u := t.byPath[c.Path]
+	if u == nil {
+		if len(t.byPath) >= maxUndoPaths {
+			t.more++
+			return
+		}
+		if t.byPath == nil {
+			t.byPath = map[string]*undo{}
+		}
+		u = &undo{Undo: report.Undo{Path: c.Path, Rule: c.Rule, Op: c.Op}}
+		t.byPath[c.Path] = u
+		t.order = append(t.order, c.Path)
+	}
+	u.Count++
+	u.Action, u.Why, u.ok = c.Action, "", c.Undone
+	if c.Err != nil {
+		u.Why = c.Err.Error()
+	}
+}
+
 // finish checks every entry once more (nothing of the cell runs any more),
 // stops the watch and returns what the summary says was undone and what
 // was left changed, one line per entry path as it ended.
@@ -145,34 +184,26 @@ func (t *tripwireRun) finish() (undone, left []report.Undo) {
 	}
 	t.w.Check()
 	t.w.Close()
-	byPath := map[string]*report.Undo{}
-	var order []string
-	lastOK := map[string]bool{}
-	for _, c := range t.w.Changes() {
-		if c.Kept {
-			continue
-		}
-		u := byPath[c.Path]
-		if u == nil {
-			u = &report.Undo{Path: c.Path, Rule: c.Rule, Op: c.Op}
-			byPath[c.Path] = u
-			order = append(order, c.Path)
-		}
-		u.Count++
-		u.Action, u.Why = c.Action, ""
-		if c.Err != nil {
-			u.Why = c.Err.Error()
-		}
-		lastOK[c.Path] = c.Undone
-	}
-	for _, p := range order {
-		if lastOK[p] {
-			undone = append(undone, *byPath[p])
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.order {
+		if u := t.byPath[p]; u.ok {
+			undone = append(undone, u.Undo)
 		} else {
-			left = append(left, *byPath[p])
+			left = append(left, u.Undo)
 		}
+	}
+	if t.more > 0 {
+		t.warn("the tripwire found %d more changes than its summary lists (every one was reported as an escape)", t.more)
 	}
 	return undone, left
+}
+
+// close stops the watch without the end's check: the agent never ran.
+func (t *tripwireRun) close() {
+	if t != nil && t.w != nil {
+		t.w.Close()
+	}
 }
 
 // outsideCell says whether process pid is alive outside the cell's cgroup

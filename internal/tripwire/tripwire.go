@@ -207,7 +207,11 @@ func (w *Watcher) Check() []Change {
 	}
 }
 
-// Changes are every change seen since Arm, in order.
+// maxChanges bounds what Changes keeps.
+const maxChanges = 10000
+
+// Changes are the changes seen since Arm, in order (the first
+// maxChanges).
 func (w *Watcher) Changes() []Change {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -423,7 +427,9 @@ func (w *Watcher) reconcile(todo []*watched, seen map[*watched]*seenBy) []Change
 	}
 	if len(out) > 0 {
 		w.mu.Lock()
-		w.all = append(w.all, out...)
+		// Bounded: an agent changing an entry in a loop makes a change a
+		// round; the caller keeps its own account from Report.
+		w.all = append(w.all, out[:min(len(out), maxChanges-len(w.all))]...)
 		w.mu.Unlock()
 		for _, c := range out {
 			w.o.Report(c)
