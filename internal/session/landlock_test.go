@@ -162,7 +162,13 @@ func TestLandlockTripwire(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent-lock: %v\n%s", err, out)
 	}
-	os.Remove(pwned) // the agent's own git may have run what it planted, in the cell
+	live := !strings.Contains(string(out), "cannot watch the protected entries live")
+	if !live {
+		t.Logf("no live watch here: %s", out)
+	}
+	// The agent's own git may have run what it planted (before it was
+	// undone), in the cell, where it could not touch the home.
+	os.Remove(pwned)
 
 	if b, _ := os.ReadFile(filepath.Join(dir, ".git/config")); string(b) != string(config) {
 		t.Errorf(".git/config after the session:\n%s\nwant:\n%s", b, config)
@@ -192,7 +198,11 @@ func TestLandlockTripwire(t *testing.T) {
 		if r.Event != nil && r.Event.Verdict == report.Undone {
 			rel, _ := filepath.Rel(dir, r.Event.Path)
 			undone[rel] = r.Event.Op
-			if r.Event.PID == 0 || !strings.HasPrefix(r.Event.Rule, "protected ") {
+			// Where fanotify cannot watch this file system (tmpfs
+			// before Linux 6.6 has no file system id) agent-lock says
+			// so, and the end's check finds the changes, with no
+			// process to name.
+			if (r.Event.PID == 0 && live) || !strings.HasPrefix(r.Event.Rule, "protected ") {
 				t.Errorf("undone record without a process or rule: %+v", *r.Event)
 			}
 		}

@@ -56,7 +56,8 @@ type tripwireRun struct {
 	pending []tripwire.Change
 	byPath  map[string]*undo
 	order   []string
-	more    int // changes to paths beyond maxUndoPaths
+	more    int             // changes to paths beyond maxUndoPaths
+	kept    map[string]bool // paths changed outside the cell, said once
 }
 
 // undo is what became of one path.
@@ -125,7 +126,17 @@ func (t *tripwireRun) report(c tripwire.Change) {
 // allowed; the user's own change is no escape, only said.
 func (t *tripwireRun) write(rep report.Writer, c tripwire.Change) {
 	if c.Kept {
-		t.warn("%s changed by %s (pid %d), outside the cell: kept as yours", c.Path, orUnknown(c.Comm), c.PID)
+		// Once a path: an editor outside rewrites its settings often.
+		t.mu.Lock()
+		seen := t.kept[c.Path]
+		if t.kept == nil {
+			t.kept = map[string]bool{}
+		}
+		t.kept[c.Path] = true
+		t.mu.Unlock()
+		if !seen {
+			t.warn("%s changed by %s (pid %d), outside the cell: kept as yours", c.Path, orUnknown(c.Comm), c.PID)
+		}
 		return
 	}
 	t.escapes.Add(1)
