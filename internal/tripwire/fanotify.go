@@ -124,6 +124,8 @@ func (f *fanotify) read() ([]event, bool, error) {
 
 func (f *fanotify) close() { f.f.Close() }
 
+func (f *fanotify) names() bool { return true }
+
 // queued is how many bytes of events the kernel holds for the next read.
 func (f *fanotify) queued() int {
 	rc, err := f.f.SyscallConn()

@@ -790,7 +790,7 @@ func (e *watched) concerns(ev event) (known, hit bool) {
 
 // mark watches the folders on the way as they are now, the entry's tree
 // and its files, and learns the folders' handles.
-func (e *watched) mark(f *fanotify) error {
+func (e *watched) mark(f notifier) error {
 	if e.dirs == nil {
 		e.dirs = map[string]string{}
 	}

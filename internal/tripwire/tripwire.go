@@ -90,7 +90,7 @@ type Watcher struct {
 	o       Options
 	user    *asuser.Thread
 	entries []*watched
-	fan     *fanotify // nil: no live watch, Check only
+	fan     notifier // nil: no live watch, Check only
 
 	batches chan batch
 	// inflight: the reader has events it has not passed on yet.
@@ -154,29 +154,7 @@ func Arm(entries []Entry, id asuser.ID, o Options) (*Watcher, error) {
 	for _, e := range w.entries {
 		e.warnHashed(w.o.Warn)
 	}
-	fan, err := newFanotify()
-	if err == nil && !liveWatch {
-		fan.close()
-		err = errors.New("off for a test")
-	}
-	if err != nil {
-		o.Warn("the tripwire cannot watch the protected entries live (%v): they are checked, and put back, when the session ends", err)
-	} else {
-		w.fan = fan
-		err = user.Do(func() error {
-			for _, e := range w.entries {
-				if err := e.mark(w.fan); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			o.Warn("the tripwire cannot watch the protected entries live (%v): they are checked, and put back, when the session ends", err)
-			fan.close()
-			w.fan = nil
-		}
-	}
+	w.fan = w.watchWith(user)
 	if w.fan != nil {
 		go w.read()
 	}
@@ -184,8 +162,59 @@ func Arm(entries []Entry, id asuser.ID, o Options) (*Watcher, error) {
 	return w, nil
 }
 
-// liveWatch is false in tests of what Check does alone.
-var liveWatch = true
+// watchWith sets up the live watch: fanotify, else inotify (no process
+// named), else none (Check only), saying which when it is not fanotify.
+func (w *Watcher) watchWith(user *asuser.Thread) notifier {
+	try := func(n notifier) error {
+		err := user.Do(func() error {
+			for _, e := range w.entries {
+				if err := e.mark(n); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			n.close()
+			for _, e := range w.entries {
+				e.dirs = nil
+			}
+		}
+		return err
+	}
+	if liveWatch == "" {
+		w.o.Warn("the tripwire cannot watch the protected entries live (off for a test): they are checked, and put back, when the session ends")
+		return nil
+	}
+	var ferr error
+	if liveWatch != "inotify" {
+		f, err := newFanotify()
+		if err == nil {
+			err = try(f)
+		}
+		if err == nil {
+			return f
+		}
+		ferr = err
+	}
+	in, err := newInotify()
+	if err == nil {
+		err = try(in)
+	}
+	if err == nil {
+		if ferr != nil {
+			w.o.Warn("the tripwire watches the protected entries with inotify (fanotify cannot here: %v): "+
+				"its reports name no process, and a change of yours from outside the cell is undone too", ferr)
+		}
+		return in
+	}
+	w.o.Warn("the tripwire cannot watch the protected entries live (fanotify: %v; inotify: %v): they are checked, and put back, when the session ends", ferr, err)
+	return nil
+}
+
+// liveWatch is what the watch uses: "fanotify" (and inotify where it
+// cannot), or, in tests, "inotify" only or "" for none (Check alone).
+var liveWatch = "fanotify"
 
 // Live says whether changes are seen while the agent runs (else only by
 // Check).
@@ -268,12 +297,14 @@ func (w *Watcher) read() {
 			if e.pid == self {
 				continue // the tripwire's own restores
 			}
-			c, ok := comms[e.pid]
-			if !ok {
-				c = comm(e.pid)
-				comms[e.pid] = c
+			if e.pid > 0 {
+				c, ok := comms[e.pid]
+				if !ok {
+					c = comm(e.pid)
+					comms[e.pid] = c
+				}
+				e.comm = c
 			}
-			e.comm = c
 			b.events = append(b.events, e)
 		}
 		if len(b.events) == 0 && !b.overflow {
