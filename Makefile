@@ -32,7 +32,7 @@ BENCH_VMTEST_FLAGS ?= -timeout=30m -parallel=2 -kernels=bookworm,forky,trixie
 DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
-.PHONY: test build test-bins agents unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean screenshot bench-pane
+.PHONY: test build test-bins agents unit vmtest vmtest-self native bench bench-native adversary deps generate-deps generate check-generate clean screenshot bench-pane
 
 test:
 	$(MAKE) deps
@@ -102,8 +102,22 @@ vmtest-self:
 # What the jail costs, against no jail and Landlock, on each kernel (see
 # test/bench). Not part of make test, which runs it only as a smoke test.
 # BENCH_FLAGS for more (-repeat 5 -cfiles 200) where the machine allows.
+# Then, natively where this kernel has the Landlock engine (bench-native):
+# that engine against a bare Landlock sandbox, and what a session's
+# observers cost processes outside its cell.
 bench: build test-bins
 	$(VMTEST) $(BENCH_VMTEST_FLAGS) -- $(BUILD)/bench -agent-lock $(BUILD)/agent-lock $(BENCH_FLAGS)
+	$(MAKE) bench-native
+
+bench-native: build test-bins
+	@if ! id jailtest >/dev/null 2>&1; then \
+		useradd --uid 4242 --user-group --create-home --shell /bin/sh jailtest; \
+	fi; \
+	if $(BUILD)/agent-lock doctor --engine landlock >/dev/null 2>&1; then \
+		AGENT_LOCK_VM=1 $(BUILD)/bench -engine landlock -agent-lock $(BUILD)/agent-lock $(BENCH_FLAGS); \
+	else \
+		echo "bench-native: skipped: this kernel has no Landlock engine ($(BUILD)/agent-lock doctor says why)"; \
+	fi
 
 # The README's picture, from a real session in a real terminal (tmux) on
 # this machine, drawn by test/screenshot (test/screenshot.sh).

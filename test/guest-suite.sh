@@ -116,6 +116,11 @@ if [ "$engine" = landlock ]; then
 			echo "guest-suite: SKIP panebench-smoke (.build/panebench not built)"
 		fi
 	fi
+	# The Landlock engine's benchmark at toy sizes, natively (make
+	# bench-native measures): it must keep working.
+	if [ "${AGENT_LOCK_NATIVE:-}" = 1 ] && [ -x .build/bench ]; then
+		step "bench-smoke --engine landlock" .build/bench -smoke -engine landlock -agent-lock .build/agent-lock
+	fi
 	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
 	# the host's audit on for its run and holds the engine to reporting
 	# what they cover (mkdir, unlink, rename, signals, ...).

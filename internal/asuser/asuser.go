@@ -175,3 +175,63 @@ func become(id ID) error {
 	}
 	return nil
 }
+
+// Thread is one thread acting as id for as long as it is open, for work
+// that comes in many small pieces (the tripwire puts protected entries
+// back while the agent runs): Do would start a thread for each.
+type Thread struct {
+	work chan func()
+	done chan struct{}
+}
+
+// NewThread starts a thread acting as id.
+func NewThread(id ID) (*Thread, error) {
+	t := &Thread{work: make(chan func()), done: make(chan struct{})}
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: the thread exits with the goroutine, whatever
+		// ids it was left with.
+		if err := become(id); err != nil {
+			ready <- err
+			return
+		}
+		ready <- nil
+		for {
+			select {
+			case fn := <-t.work:
+				fn()
+			case <-t.done:
+				return
+			}
+		}
+	}()
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Do runs fn on the thread and returns what it returns. After Close it
+// returns ErrClosed without running fn.
+func (t *Thread) Do(fn func() error) error {
+	ch := make(chan error, 1)
+	select {
+	case t.work <- func() { ch <- fn() }:
+		return <-ch
+	case <-t.done:
+		return ErrClosed
+	}
+}
+
+// ErrClosed is Thread.Do's answer once the thread is closed.
+var ErrClosed = errors.New("asuser: thread closed")
+
+// Close ends the thread once the work it is doing is done.
+func (t *Thread) Close() {
+	select {
+	case <-t.done:
+	default:
+		close(t.done)
+	}
+}

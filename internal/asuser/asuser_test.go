@@ -177,3 +177,41 @@ func TestReplaceNeverWritesThrough(t *testing.T) {
 		t.Errorf("root's file in the tree: %v", err)
 	}
 }
+
+// TestThreadActsAsTheUser: every piece of work a Thread does is the
+// user's, and a closed Thread does no more.
+func TestThreadActsAsTheUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another user")
+	}
+	const uid, gid = 4242, 4242
+	root := t.TempDir()
+	os.Chmod(filepath.Dir(root), 0o755)
+	os.Chmod(root, 0o777)
+	th, err := NewThread(ID{UID: uid, GID: gid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"a", "b"} {
+		p := filepath.Join(root, name)
+		if err := th.Do(func() error { return os.WriteFile(p, nil, 0o600) }); err != nil {
+			t.Fatalf("piece %d: %v", i, err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uid || st.Gid != gid {
+			t.Errorf("%s: owner %d:%d, want %d:%d", p, st.Uid, st.Gid, uid, gid)
+		}
+	}
+	if err := th.Do(func() error { return os.WriteFile("/etc/agent-lock-asuser-test", nil, 0o600) }); !errors.Is(err, os.ErrPermission) {
+		os.Remove("/etc/agent-lock-asuser-test")
+		t.Errorf("writing /etc as the user: %v, want permission denied", err)
+	}
+	th.Close()
+	ran := false
+	if err := th.Do(func() error { ran = true; return nil }); !errors.Is(err, ErrClosed) || ran {
+		t.Errorf("Do after Close: %v (ran %v), want ErrClosed and nothing run", err, ran)
+	}
+}

@@ -48,6 +48,9 @@ Flags:
                      (weaker: see agent-lock doctor for what it leaves open)
   --audit            allow everything, report what would have been refused
                      (bpf-lsm only)
+  --best-effort      let the Landlock engine run without what it cannot
+                     enforce (--deny PATTERN, a --deny inside DIR), which
+                     otherwise stops agent-lock at start; each is warned of
   --headless         no pane: the agent has the terminal itself, nothing is
                      written over its screen, one summary after it exits
                      (watch it with agent-lock watch)
@@ -68,11 +71,13 @@ Flags:
   --deny PATTERN     refuse files so named in DIR and the grants: '*.pem',
                      'id_*', '.env*' (quote it); *.pem, *.key, id_*, .env*,
                      ... are refused inside your grants without asking
+                     (bpf-lsm only: the Landlock engine grants by path)
   --unprotect PATH   let the agent write this protected entry of DIR
                      (repeatable); it may read but not create, change or
                      remove what your own tools run outside the jail:
                      .git/hooks, .git/config, .envrc, .vscode, .mcp.json,
-                     .claude/settings.json, ... (the README lists them)
+                     .claude/settings.json, ... (agent-lock policy lists
+                     them; the Landlock engine puts their changes back)
   --profile NAME     grant what this agent needs to start, log in and work
                      (repeatable; default: the profile the command's name
                      selects, e.g. claude, codex, gemini, aider, opencode,
@@ -184,6 +189,7 @@ type options struct {
 	reportPath   string
 	format       string
 	engine       string
+	bestEffort   bool
 	help         bool
 	// The one-terminal session's: the key that flips between the agent's
 	// pane and the dashboard, and whether the session ends with the agent.
@@ -223,6 +229,7 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.headless, "headless", false, "")
 	fs.BoolVar(&o.allowRoot, "allow-root", false, "")
 	fs.BoolVar(&o.allowHome, "allow-home", false, "")
+	fs.BoolVar(&o.bestEffort, "best-effort", false, "")
 	fs.StringVar(&o.reportPath, "report", "", "")
 	fs.StringVar(&o.format, "format", "", "")
 	fs.StringVar(&o.engine, "engine", "", "")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +12,10 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/secretenv"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
 
@@ -114,23 +118,70 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	if engine == "" {
 		engine = session.EngineAuto
 	}
-	fmt.Fprintf(stdout, "project   %s\ncommand   %s\nengine    %s\n", tilde(dir), strings.Join(plan.Argv, " "), engine)
+	facts, ferr := kernel.Probe()
+	abi := landlock.ABI()
+	shown, engineLine := engine, engine
+	if engine == session.EngineAuto {
+		if ferr != nil {
+			engineLine = "auto: cannot tell here (" + ferr.Error() + ")"
+		} else {
+			pick, why := session.AutoEngine(context.Background(), facts)
+			if pick != "" {
+				shown = pick
+				engineLine = fmt.Sprintf("auto: %s on this kernel (%s)", pick, why)
+			} else {
+				engineLine = "auto: " + why
+			}
+		}
+	}
+	if shown == session.EngineLandlock {
+		engineLine = strings.Replace(engineLine, session.EngineLandlock, fmt.Sprintf("%s (ABI %d)", session.EngineLandlock, abi), 1)
+	}
+	fmt.Fprintf(stdout, "project   %s\ncommand   %s\nengine    %s\n", tilde(dir), strings.Join(plan.Argv, " "), engineLine)
 	if len(plan.Profiles.Profiles) > 0 {
 		fmt.Fprintf(stdout, "profiles  %s\n", strings.Join(plan.Profiles.Profiles, " "))
 	} else {
 		fmt.Fprintln(stdout, "profiles  none")
 	}
-	var shown []string
+	var shownFiles []string
 	for _, f := range files {
-		shown = append(shown, tilde(f))
+		shownFiles = append(shownFiles, tilde(f))
 	}
-	if len(shown) == 0 {
-		shown = []string{"none"}
+	if len(shownFiles) == 0 {
+		shownFiles = []string{"none"}
 	}
-	fmt.Fprintf(stdout, "files     %s\n", strings.Join(shown, ", "))
+	fmt.Fprintf(stdout, "files     %s\n", strings.Join(shownFiles, ", "))
 	for _, n := range plan.Notes {
 		fmt.Fprintf(stdout, "note      %s\n", n)
 	}
+	if shown == session.EngineLandlock {
+		landlockPolicy(stdout, plan, o, abi, tilde)
+	} else {
+		bpfPolicy(stdout, plan, tilde)
+	}
+	env := append(slices.Clone(plan.Profiles.Env), o.passEnv...)
+	fmt.Fprintf(stdout, "\nenvironment: variables named like credentials are withheld; passed anyway: %s\n", orNone(strings.Join(env, " ")))
+	var missing []string
+	for _, p := range plan.Profiles.Missing {
+		if !slices.Contains(plan.Profiles.Unmade, p) {
+			missing = append(missing, tilde(p))
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(stdout, "not granted (do not exist): %s\n", strings.Join(missing, " "))
+	}
+	if len(plan.Profiles.Unmade) > 0 {
+		var m []string
+		for _, p := range plan.Profiles.Unmade {
+			m = append(m, tilde(p))
+		}
+		fmt.Fprintf(stdout, "made (as you, 0700) and granted when the agent runs: %s\n", strings.Join(m, " "))
+	}
+	return 0
+}
+
+// bpfPolicy prints the cell as the BPF-LSM engine enforces it.
+func bpfPolicy(stdout io.Writer, plan session.Plan, tilde func(string) string) {
 	fmt.Fprintf(stdout, "\nrules (the kernel's; the nearest rule above a file decides, a denial anywhere above it wins):\n")
 	for _, r := range plan.Policy.Rules() {
 		path := tilde(r.Path)
@@ -164,25 +215,79 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  %s: in every repository, at any depth, in the project and your writable grants;\n", strings.Join(git, " "))
 		fmt.Fprintln(stdout, "    in repositories the agent makes, checked for commands your git would run when the session ends")
 	}
-	env := append(slices.Clone(plan.Profiles.Env), o.passEnv...)
-	fmt.Fprintf(stdout, "\nenvironment: variables named like credentials are withheld; passed anyway: %s\n", orNone(strings.Join(env, " ")))
-	var missing []string
-	for _, p := range plan.Profiles.Missing {
-		if !slices.Contains(plan.Profiles.Unmade, p) {
-			missing = append(missing, tilde(p))
+}
+
+// landlockPolicy prints the cell as the Landlock engine enforces it on a
+// kernel with ABI abi: what its ruleset grants, what it cannot do and
+// refuses at start, what its tripwire keeps, what it leaves open.
+func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, tilde func(string) string) {
+	fmt.Fprintf(stdout, "\nrules (Landlock's, at ABI %d; a file gets what the rules above it grant, together; a denial is carved out of them):\n", abi)
+	for _, r := range plan.Policy.Rules() {
+		rights, note := landlock.Describe(r, abi)
+		if note != "" {
+			note = " (" + note + ")"
+		}
+		fmt.Fprintf(stdout, "  %-22s %-40s %s%s\n", rights, tilde(r.Path), r.Name, note)
+	}
+	fmt.Fprintln(stdout, "  by kind                /proc /sys                               read-only (Landlock's ptrace scoping keeps other processes' out)")
+	fmt.Fprintln(stdout, "                         /dev                                     null, zero, full, random, urandom, tty, ptmx, its terminals by name,")
+	fmt.Fprintln(stdout, "                                                                  the terminals it opens itself (a devpts of its own)")
+	fmt.Fprintln(stdout, "  refused                everything else")
+	for _, d := range plan.Policy.Denied() {
+		for _, r := range plan.Policy.Rules() {
+			if r.Flags&jail.Deny == 0 && r.Path != d.Path && strings.HasPrefix(d.Path, r.Path+"/") {
+				fmt.Fprintf(stdout, "  carved                 %s out of %s: the folders on the way can be read entry by entry, not listed, and get no new entries\n",
+					tilde(d.Path), tilde(r.Path))
+			}
 		}
 	}
-	if len(missing) > 0 {
-		fmt.Fprintf(stdout, "not granted (do not exist): %s\n", strings.Join(missing, " "))
-	}
-	if len(plan.Profiles.Unmade) > 0 {
-		var m []string
-		for _, p := range plan.Profiles.Unmade {
-			m = append(m, tilde(p))
+	fmt.Fprintln(stdout, "\nrefused by name: nothing (Landlock grants by path); in the BPF-LSM engine's list, not refused here:")
+	for _, p := range plan.Policy.Patterns() {
+		where := "in your grants"
+		if p.Scope&jail.InProject != 0 {
+			where = "in the project and your grants"
 		}
-		fmt.Fprintf(stdout, "made (as you, 0700) and granted when the agent runs: %s\n", strings.Join(m, " "))
+		fmt.Fprintf(stdout, "  %-22s %s\n", p.Glob, where)
 	}
-	return 0
+	if rs := session.LandlockRefusals(plan.Policy); len(rs) > 0 {
+		if o.bestEffort {
+			fmt.Fprintln(stdout, "\nasked, and done only as far as Landlock can (--best-effort):")
+			for _, r := range rs {
+				fmt.Fprintf(stdout, "  - %s\n", r.BestEffort)
+			}
+		} else {
+			fmt.Fprintln(stdout, "\nasked, and refused at start (the Landlock engine cannot do it; --best-effort runs anyway):")
+			for _, r := range rs {
+				fmt.Fprintf(stdout, "  - %s\n", r.Why)
+			}
+		}
+	}
+	fmt.Fprintln(stdout, "\nprotected (the tripwire: a change is put back as it was, as soon as it is seen and again at the end, and reported; --unprotect PATH lifts one of the project's):")
+	root := ""
+	for _, e := range session.TripwireEntries(plan.Policy) {
+		if e.Root != root {
+			root = e.Root
+			fmt.Fprintf(stdout, "  in %s:\n", tilde(root))
+		}
+		if e.DirOnly {
+			fmt.Fprintf(stdout, "    %s (may be made only as a directory)\n", e.Path)
+		} else {
+			fmt.Fprintf(stdout, "    %s\n", e.Path)
+		}
+	}
+	fmt.Fprintln(stdout, "  not git's files in repositories below the project's top (the BPF-LSM engine protects those at any depth)")
+	if abi < 9 {
+		fmt.Fprintf(stdout, "\nunix sockets: at ABI %d Landlock cannot refuse connecting to one by path; %s are withheld from the agent unless their socket is granted (--allow-unix)\n",
+			abi, strings.Join(secretenv.SocketVars, ", "))
+	}
+	fmt.Fprintf(stdout, "\nleft open on this kernel (the BPF-LSM engine closes these):\n")
+	for _, l := range append(landlock.Limits(abi), session.LandlockReports(abi)) {
+		fmt.Fprintf(stdout, "  - %s\n", l)
+	}
+	fmt.Fprintf(stdout, "refused, though the BPF-LSM engine allows it:\n")
+	for _, c := range landlock.Costs(abi) {
+		fmt.Fprintf(stdout, "  - %s\n", c)
+	}
 }
 
 func ruleRights(f jail.RuleFlags) string {
@@ -215,5 +320,8 @@ func currentUser() (session.Agent, error) {
 	if shell == "" {
 		shell = "/bin/sh"
 	}
-	return session.Agent{Name: u.Username, Home: u.HomeDir, Shell: shell}, nil
+	// The ids too: the policy files are read as this user (asuser), and
+	// a zero id would be root's, which a user cannot act as.
+	return session.Agent{Name: u.Username, Home: u.HomeDir, Shell: shell,
+		UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}, nil
 }

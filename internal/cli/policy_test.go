@@ -85,3 +85,47 @@ func TestApplyPolicyFiles(t *testing.T) {
 		t.Errorf("trusted again: %v", err)
 	}
 }
+
+// TestPolicyLandlock: agent-lock policy --engine landlock prints what the
+// Landlock engine does, not the BPF-LSM engine's semantics: no "own files
+// only" scratch, no file granted with its siblings by name, the name
+// patterns not refused, the requests it refuses at start, the tripwire.
+func TestPolicyLandlock(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "data"), 0o755)
+	run := func(args ...string) string {
+		var out, errs strings.Builder
+		if code := policyCmd(append(args, dir, "--", "true"), &out, &errs); code != 0 {
+			t.Fatalf("policy %v: exit %d: %s", args, code, errs.String())
+		}
+		return out.String()
+	}
+	ll := run("--engine", "landlock", "--profile", "claude", "--deny", "*.db", "--deny", filepath.Join(dir, "data"))
+	for _, want := range []string{
+		"engine    landlock (ABI ",
+		"scratch /tmp (Landlock cannot say",
+		"~/.claude.json                           profile claude (", // granted as it is, or missing: not its siblings
+		"read-write, tripwire",
+		"refused by name: nothing (Landlock grants by path)",
+		"asked, and refused at start",
+		`--deny "*.db": Landlock grants by path`,
+		"--deny " + filepath.Join(dir, "data") + " lies inside the project directory",
+		"protected (the tripwire", "not git's files in repositories below",
+		"left open on this kernel",
+	} {
+		if !strings.Contains(ll, want) {
+			t.Errorf("--engine landlock: no %q in:\n%s", want, ll)
+		}
+	}
+	for _, never := range []string{"own files only", "{,.*}", "read-only to the agent"} {
+		if strings.Contains(ll, never) {
+			t.Errorf("--engine landlock prints the BPF-LSM engine's %q:\n%s", never, ll)
+		}
+	}
+	if be := run("--engine", "landlock", "--best-effort", "--deny", "*.db"); !strings.Contains(be, `--deny "*.db" is not enforced`) {
+		t.Errorf("--best-effort: not said what is done instead:\n%s", be)
+	}
+	if bpf := run("--engine", "bpf-lsm", "--profile", "claude"); !strings.Contains(bpf, "own files only") || !strings.Contains(bpf, "{,.*}") {
+		t.Errorf("--engine bpf-lsm lost its semantics:\n%s", bpf)
+	}
+}

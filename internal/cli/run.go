@@ -223,7 +223,7 @@ func (o options) session(dir string, agent session.Agent, recDir string) session
 		Dir: dir, Command: o.command, Audit: o.audit, AllowRoot: o.allowRoot, AllowHome: o.allowHome,
 		AllowUnix: o.allowUnix, Version: version(), PassEnv: o.passEnv, Engine: o.engine,
 		Allow: o.allow, AllowWrite: o.allowWrite, Unprotect: o.unprotect,
-		Profiles: o.profiles, DenyPatterns: o.denyPatterns, Deny: o.deny,
+		Profiles: o.profiles, DenyPatterns: o.denyPatterns, Deny: o.deny, BestEffort: o.bestEffort,
 		// What watch shows and what trusts a project: an agent that could
 		// write them would forge its sessions or widen its next cell.
 		Private: []string{recDir, recording.Dir(agent.Home, stateHomeEnv()), filepath.Dir(filepath.Join(agent.Home, policy.HomeFile))},

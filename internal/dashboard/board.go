@@ -41,8 +41,9 @@ type Target struct {
 	// most maxActors; MoreActors says others tried too.
 	Actors     []report.Actor
 	MoreActors bool
-	// Verdicts counts what the kernel did: blocked, or allowed in audit.
-	Blocked, Reached uint64
+	// Verdicts counts what the kernel did: blocked, or allowed in audit;
+	// Undone, what the tripwire put back (the Landlock engine).
+	Blocked, Reached, Undone uint64
 	// Rule is the rule the kernel last named for it ("home secret
 	// ~/.ssh", "protected .git/hooks"), if any.
 	Rule string
@@ -68,6 +69,9 @@ type Board struct {
 	// Tallies, as the kernel decided them. InBounds and System come from the
 	// session's counters, which arrive with the summary.
 	InBounds, System, Blocked, Reached uint64
+	// Undone counts the changes to protected entries the Landlock
+	// engine's tripwire put back.
+	Undone uint64
 
 	maxPaths int
 	targets  map[string]*Target
@@ -136,9 +140,12 @@ func (b *Board) Add(e report.Event) {
 		b.nRecent++
 		return
 	}
-	if e.Verdict == report.Allowed {
+	switch e.Verdict {
+	case report.Allowed:
 		b.Reached++
-	} else {
+	case report.Undone:
+		b.Undone++
+	default:
 		b.Blocked++
 	}
 	b.recent[b.nRecent%maxRecent] = e
@@ -165,9 +172,12 @@ func (b *Board) Add(e report.Event) {
 	if e.Rule != "" {
 		t.Rule = e.Rule
 	}
-	if e.Verdict == report.Allowed {
+	switch e.Verdict {
+	case report.Allowed:
 		t.Reached++
-	} else {
+	case report.Undone:
+		t.Undone++
+	default:
 		t.Blocked++
 	}
 	if e.Time.Before(t.First) {
@@ -271,8 +281,9 @@ func (b *Board) RecentEscapes(n int) []report.Event {
 	return out
 }
 
-// Escapes is the number of out-of-bounds attempts, blocked or reached.
-func (b *Board) Escapes() uint64 { return b.Blocked + b.Reached }
+// Escapes is the number of out-of-bounds attempts, blocked, reached or
+// undone.
+func (b *Board) Escapes() uint64 { return b.Blocked + b.Reached + b.Undone }
 
 // Audit reports whether the session lets out-of-bounds operations through.
 func (b *Board) Audit() bool { return b.Start != nil && b.Start.Mode == report.Audit }

@@ -320,7 +320,32 @@ func Summary(b *Board, home string) string {
 	if b.Audit() || b.Reached > 0 {
 		fmt.Fprintf(&sb, " · reached %s", count(b.Reached))
 	}
+	if b.Undone > 0 {
+		fmt.Fprintf(&sb, " · undone %s", count(b.Undone))
+	}
 	sb.WriteString("\n")
+	if b.Summary != nil {
+		undos := func(head string, us []report.Undo) {
+			if len(us) == 0 {
+				return
+			}
+			var l []string
+			for _, u := range us {
+				what := u.Action
+				if u.Why != "" {
+					what = u.Why
+				}
+				times := ""
+				if u.Count > 1 {
+					times = fmt.Sprintf(" %d times", u.Count)
+				}
+				l = append(l, fmt.Sprintf("%s (%s%s: %s)", tilde(u.Path, home), clean(u.Op), times, clean(what)))
+			}
+			fmt.Fprintf(&sb, "%s: %s\n", head, strings.Join(l, "; "))
+		}
+		undos("undone by the tripwire (put back as they were)", b.Summary.Undone)
+		undos("LEFT CHANGED (the tripwire could not put them back)", b.Summary.LeftChanged)
+	}
 	if b.Start != nil && len(b.Start.Limits) > 0 {
 		var l []string
 		for _, s := range b.Start.Limits {

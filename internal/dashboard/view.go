@@ -63,6 +63,9 @@ func (m *Model) masthead(w int) []string {
 	if b.Audit() || b.Reached > 0 {
 		tallies += " · reached " + warnStyle.Render(count(b.Reached))
 	}
+	if b.Undone > 0 {
+		tallies += " · undone " + warnStyle.Render(count(b.Undone))
+	}
 	if b.Start != nil && len(b.Start.WithheldEnv) > 0 {
 		tallies += " · " + fmt.Sprintf("%d secret env %s withheld", len(b.Start.WithheldEnv),
 			plural(uint64(len(b.Start.WithheldEnv)), "variable", "variables"))
@@ -97,8 +100,13 @@ func verdictLine(b *Board) string {
 		return warnStyle.Render(fmt.Sprintf("%s out-of-bounds %s got through — audit mode enforces nothing",
 			count(b.Reached), plural(b.Reached, "reach", "reaches")))
 	}
-	if b.Blocked == 0 {
-		return okStyle.Render("no escape attempts — the jail is holding")
+	undone := ""
+	if b.Undone > 0 {
+		// The Landlock engine's tripwire put protected entries back.
+		undone = warnStyle.Render(fmt.Sprintf(" · %s %s to protected files undone", count(b.Undone), plural(b.Undone, "change", "changes")))
+	}
+	if b.Blocked == 0 && b.Reached == 0 {
+		return okStyle.Render("no escape attempts — the jail is holding") + undone
 	}
 	v := badStyle.Render(fmt.Sprintf("%s escape %s blocked", count(b.Blocked), plural(b.Blocked, "attempt", "attempts"))) +
 		okStyle.Render(" — the jail is holding")
@@ -106,7 +114,7 @@ func verdictLine(b *Board) string {
 		// The Landlock engine lets through what it cannot refuse.
 		v += warnStyle.Render(fmt.Sprintf(" · %s %s got past this engine", count(b.Reached), plural(b.Reached, "reach", "reaches")))
 	}
-	return v
+	return v + undone
 }
 
 // segments returns the bar's cells per category. Every non-zero category
@@ -248,6 +256,9 @@ func (m *Model) detailPanel(t *Target, w, h int) []string {
 	if t.Reached > 0 {
 		verdict += fmt.Sprintf(", %s reached", count(t.Reached))
 	}
+	if t.Undone > 0 {
+		verdict += fmt.Sprintf(", %s undone", count(t.Undone))
+	}
 	lines := []string{
 		title.Render(fit("Detail · "+tilde(t.Path, m.home), w)),
 		fit(fmt.Sprintf("%s %s%s: %s", count(t.Count), plural(t.Count, "attempt", "attempts"), flag, verdict), w),
@@ -288,6 +299,8 @@ func (m *Model) livePanel(w, h int) []string {
 		switch e.Verdict {
 		case report.Allowed:
 			verdict, style = "reached", warnStyle
+		case report.Undone:
+			verdict, style = "undone", warnStyle
 		case report.InBounds:
 			verdict, style = "ok", okStyle
 		}

@@ -236,24 +236,45 @@ const ExecArg = "__landlock-exec"
 // RulesetFD is the descriptor the ruleset has in that process.
 const RulesetFD = 3
 
-// Argv is the command line of that process for path and argv.
-func Argv(flags uint32, path string, argv []string) []string {
-	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(flags), 10), path}, argv...)
+// Argv is the command line of that process for path and argv; ttys are
+// the terminals the agent inherits, by name, kept at those names in the
+// cell's own devpts (pts.go).
+func Argv(flags uint32, ttys []string, path string, argv []string) []string {
+	t := strings.Join(ttys, ",")
+	if t == "" {
+		t = "-"
+	}
+	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(flags), 10), t, path}, argv...)
 }
 
-// Exec enforces the ruleset on descriptor RulesetFD and execs path with
-// argv and the current environment. It returns only on failure, and then
-// the agent must not run: the caller exits.
+// Exec gives the cell its own terminals (pts.go), drops the capability
+// that took, enforces the ruleset on descriptor RulesetFD and execs path
+// with argv and the current environment. It returns only on failure, and
+// then the agent must not run: the caller exits.
 func Exec(args []string) error {
-	if len(args) < 3 {
-		return errors.New("usage: " + ExecArg + " FLAGS PATH ARGV0 [ARG...]")
+	if len(args) < 4 {
+		return errors.New("usage: " + ExecArg + " FLAGS TTYS PATH ARGV0 [ARG...]")
 	}
 	flags, err := strconv.ParseUint(args[0], 10, 32)
 	if err != nil {
 		return fmt.Errorf("flags: %w", err)
 	}
-	path, argv := args[1], args[2:]
+	var ttys []string
+	if args[1] != "-" {
+		ttys = strings.Split(args[1], ",")
+	}
+	path, argv := args[2], args[3:]
 	runtime.LockOSThread() // never unlocked: the thread execs
+	masters, ptsErr := privatePTS(RulesetFD, ttys)
+	// Whatever became of the mount, no capability goes further.
+	if err := dropCaps(); err != nil {
+		return err
+	}
+	if ptsErr != nil {
+		// The agent runs without terminals of its own (Costs), as
+		// before: the cell is no weaker for it.
+		fmt.Fprintf(os.Stderr, "agent-lock: the agent cannot open terminals of its own: %v\n", ptsErr)
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
@@ -264,6 +285,9 @@ func Exec(args []string) error {
 	}
 	unix.Close(RulesetFD)
 	if err := installFilter(); err != nil {
+		return err
+	}
+	if err := keepOpen(masters); err != nil {
 		return err
 	}
 	return syscall.Exec(path, argv, os.Environ())
@@ -281,7 +305,7 @@ func Limits(abi int) []string {
 		"other processes' scheduling, priority and limits (renice, taskset, chrt, ionice, prlimit)",
 		"reads and writes through hard links made before the session, to denied files too",
 		"outside processes connecting to the agent's unix sockets, and descriptors the agent receives",
-		"protected files in the project (.envrc, ...) and git's hooks, configs and links in every repository (and the check of those the agent made, which needs the BPF LSM's marks): Landlock grants the directory whole",
+		"protected files in the project (.git/hooks, .git/config, .envrc, ...) can be changed while the agent runs (Landlock grants the directory whole): the tripwire puts DIR's back as they were and reports it; git's files in the repositories below DIR's top, and the check of those the agent made (which needs the BPF LSM's marks), are not covered",
 		"secrets by name inside grants (*.pem, id_*, .env*, --deny PATTERN): Landlock grants by path",
 	}
 	if abi < 9 {
@@ -306,7 +330,7 @@ func Limits(abi int) []string {
 func Costs(abi int) []string {
 	c := []string{
 		"the shared scratch places (/tmp, /var/tmp, /dev/shm) are closed; the agent has its private TMPDIR",
-		"new terminals (/dev/pts) and devices beyond /dev/null, zero, full, random, urandom, tty and ptmx cannot be opened",
+		"devices beyond /dev/null, zero, full, random, urandom, tty, ptmx and its own terminals cannot be opened (the terminals it opens live in a devpts of the cell's own, which the observers report as reached when it is listed)",
 		"writing /proc (user namespaces cannot be set up, a process cannot adjust itself there)",
 		"keyrings (keyctl, add_key, request_key) and bpf() are refused; SysV IPC and POSIX message queues are private to the agent",
 		"a directory a denied path was carved out of can be read entry by entry but not listed, and gets no new entries",
@@ -315,4 +339,38 @@ func Costs(abi int) []string {
 		c = append(c, "renames and links across directories, even inside the project (Landlock ABI 2, Linux 5.19)")
 	}
 	return c
+}
+
+// Describe says what FromJail makes of rule r on a kernel with Landlock
+// ABI abi, for agent-lock policy: the rights the rule gives, and a note
+// where they differ from the BPF-LSM engine's ("" for none).
+func Describe(r jail.Rule, abi int) (rights, note string) {
+	switch {
+	case r.Flags&jail.Deny != 0:
+		return "refused", ""
+	case r.Flags&jail.Named != 0:
+		if _, err := os.Stat(r.Path); err != nil {
+			return "not granted", "missing: Landlock grants a file as it is, so one made later is refused, as are its siblings"
+		}
+		return "read-write, this file", "as it is now: its siblings (a save's temporary file, its lock) and a replacement renamed onto it are refused"
+	case under(r.Path, "/dev"):
+		if r.Path == "/dev" {
+			return "list only", "and the devices below, by kind"
+		}
+		return "not granted", "devices are granted one by one, below"
+	case r.Flags&jail.Scratch != 0:
+		return "refused", "Landlock cannot say \"only the files it made\": the agent's private TMPDIR instead"
+	case r.Flags&jail.Write != 0 && r.Flags&jail.Protect != 0:
+		return "read-write, tripwire", "its protected entries (below) are put back as they were when changed"
+	case r.Flags&jail.Write != 0:
+		return "read-write", ""
+	case r.Flags&jail.Read != 0:
+		return "read-only", ""
+	case r.Flags&jail.Socket != 0:
+		if abi < 9 {
+			return "connect", fmt.Sprintf("below Landlock ABI 9 (this kernel: %d) every pathname socket is open anyway", abi)
+		}
+		return "connect", ""
+	}
+	return fmt.Sprintf("flags %#x", uint32(r.Flags)), ""
 }

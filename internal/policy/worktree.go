@@ -19,6 +19,12 @@ type GitWorktree struct {
 	GitDir, Common string
 }
 
+// WorktreeProtected are the names in a linked worktree's git directory
+// that lead git elsewhere or configure it: the BPF LSM protects them as
+// git's names (jail.Protected.Git), the Landlock engine's tripwire keeps
+// them by these names.
+var WorktreeProtected = []string{"commondir", "gitdir", "config.worktree"}
+
 // FindGitWorktree reads DIR/.git (DIR resolved). It finds nothing where
 // .git is a directory, names a git directory inside DIR (a submodule's),
 // or does not lead to a worktree's git directory that names DIR/.git back

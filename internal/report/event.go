@@ -23,6 +23,10 @@ const (
 	// InBounds: an operation inside the jail's bounds, allowed (the
 	// sampled "open" records of a live view; never an escape).
 	InBounds Verdict = "in-bounds"
+	// Undone: the engine let a change to a protected entry through (the
+	// Landlock engine grants the project whole) and agent-lock's
+	// tripwire put the entry back as it was.
+	Undone Verdict = "undone"
 )
 
 // Start describes a session; it is the first record of a report.
@@ -90,6 +94,23 @@ type Summary struct {
 	// when its BPF statistics are on (sysctl kernel.bpf_stats_enabled=1,
 	// as make bench sets): where the jail's cost goes, hook by hook.
 	Hooks []HookStat
+	// Undone are the protected entries the tripwire (the Landlock
+	// engine's) found changed and put back as they were; LeftChanged
+	// those it could not, with why. One per entry path, as it ended.
+	Undone, LeftChanged []Undo
+}
+
+// Undo is a protected entry the tripwire found changed, and what became
+// of it.
+type Undo struct {
+	Path string
+	Rule string // "protected .git/hooks"
+	Op   string // the first change seen: create, write, rename, ...
+	// Count is how many times it was found changed.
+	Count int
+	// Action is what was done the last time ("removed", "put back as it
+	// was"); Why, in LeftChanged, why it could not be undone.
+	Action, Why string
 }
 
 // HookStat is one program's runs and total time in the kernel.

@@ -69,6 +69,31 @@ type jsonSummary struct {
 	Lost       uint64     `json:"lost"`
 	DurationMS int64      `json:"duration_ms"`
 	Hooks      []jsonHook `json:"hooks,omitempty"`
+	Undone     []jsonUndo `json:"undone,omitempty"`
+	Left       []jsonUndo `json:"left_changed,omitempty"`
+}
+
+type jsonUndo struct {
+	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"`
+	Rule    string `json:"rule"`
+	Op      string `json:"op"`
+	Count   int    `json:"count"`
+	Action  string `json:"action,omitempty"`
+	Why     string `json:"why,omitempty"`
+}
+
+func undos(us []Undo) []jsonUndo {
+	var out []jsonUndo
+	for _, u := range us {
+		out = append(out, jsonUndo{Path: u.Path, PathB64: b64(u.Path), Rule: u.Rule, Op: u.Op, Count: u.Count, Action: u.Action, Why: u.Why})
+	}
+	return out
+}
+
+func (js jsonUndo) model() (Undo, error) {
+	p, err := raw("path", js.Path, js.PathB64)
+	return Undo{Path: p, Rule: js.Rule, Op: js.Op, Count: js.Count, Action: js.Action, Why: js.Why}, err
 }
 
 type jsonHook struct {
@@ -209,6 +234,8 @@ func (j *jsonWriter) Summary(s Summary) error {
 		Escapes:    s.Escapes,
 		Lost:       s.Lost,
 		DurationMS: s.Duration.Milliseconds(),
+		Undone:     undos(s.Undone),
+		Left:       undos(s.LeftChanged),
 	})
 }
 
@@ -443,11 +470,26 @@ func (js jsonSummary) model() (Summary, error) {
 	for _, h := range js.Hooks {
 		hooks = append(hooks, HookStat{Name: h.Name, Runs: h.Runs, Time: time.Duration(h.NS)})
 	}
-	return Summary{
+	s := Summary{
 		Time: t, ExitCode: js.ExitCode, InBounds: js.InBounds, System: js.System,
 		Escapes: js.Escapes, Lost: js.Lost, Duration: time.Duration(js.DurationMS) * time.Millisecond,
 		Hooks: hooks,
-	}, nil
+	}
+	for _, u := range js.Undone {
+		m, err := u.model()
+		if err != nil {
+			return Summary{}, err
+		}
+		s.Undone = append(s.Undone, m)
+	}
+	for _, u := range js.Left {
+		m, err := u.model()
+		if err != nil {
+			return Summary{}, err
+		}
+		s.LeftChanged = append(s.LeftChanged, m)
+	}
+	return s, nil
 }
 
 // ParseLine parses one JSON-lines record, as Read does for each line; it is

@@ -111,9 +111,14 @@ func TestJSONRoundTrip(t *testing.T) {
 		{Time: t0, PID: 7, TID: 7, Comm: "\xc3", Op: "write", Path: "/x/\xff\x00y", Path2: "\x80", Verdict: Blocked},
 		{Time: t0, PID: 8, TID: 8, Comm: "sh", Op: "create", Path: "/日本語/🔥", Verdict: Blocked},
 		{Time: t0, PID: 9, TID: 9, Comm: "sh", Op: "create", Path: "/p/.git/hooks/pre-commit", Verdict: Blocked, Rule: "protected .git/hooks"},
+		{Time: t0, PID: 10, TID: 10, Comm: "git", Op: "rename", Path: "/p/.git/config", Verdict: Undone, Rule: "protected .git/config"},
 	}
 	summary := Summary{Time: t0.Add(time.Minute), ExitCode: 137, InBounds: 1 << 40, System: 9, Escapes: 7, Lost: 2, Duration: time.Minute,
-		Hooks: []HookStat{{Name: "file_open", Runs: 200000, Time: 1500 * time.Millisecond}, {Name: "inode_permission", Runs: 3, Time: 1200}}}
+		Hooks: []HookStat{{Name: "file_open", Runs: 200000, Time: 1500 * time.Millisecond}, {Name: "inode_permission", Runs: 3, Time: 1200}},
+		Undone: []Undo{{Path: "/p/.git/config", Rule: "protected .git/config", Op: "rename", Count: 2, Action: "put back as it was"},
+			{Path: "/p/.envrc\xff", Rule: "protected .envrc", Op: "create", Count: 1, Action: "removed"}},
+		LeftChanged: []Undo{{Path: "/p/.git/modules/m/objects/pack/big.pack", Rule: "protected .git/modules", Op: "write", Count: 1,
+			Why: "no copy was kept (9000000 bytes)"}}}
 
 	recs, out := roundTrip(t, func(w Writer) error {
 		if err := w.Start(start); err != nil {

@@ -154,8 +154,39 @@ func (t *textWriter) Summary(s Summary) error {
 		if s.Lost > 0 {
 			b = append(b, " (incomplete: the kernel's ring buffer overflowed)"...)
 		}
+		b = appendUndos(b, "\n  undone (put back as they were): ", s.Undone)
+		b = appendUndos(b, "\n  LEFT CHANGED (could not be put back): ", s.LeftChanged)
 		return b
 	})
+}
+
+// appendUndos lists the tripwire's entries: path (op, what was done).
+func appendUndos(b []byte, head string, us []Undo) []byte {
+	if len(us) == 0 {
+		return b
+	}
+	b = append(b, head...)
+	for i, u := range us {
+		if i > 0 {
+			b = append(b, "; "...)
+		}
+		b = appendQuoted(b, u.Path)
+		b = append(b, " ("...)
+		b = appendQuoted(b, u.Op)
+		if u.Count > 1 {
+			b = fmt.Appendf(b, " %d times", u.Count)
+		}
+		what := u.Action
+		if u.Why != "" {
+			what = u.Why
+		}
+		if what != "" {
+			b = append(b, ", "...)
+			b = append(b, strconv.Quote(what)[1:len(strconv.Quote(what))-1]...)
+		}
+		b = append(b, ')')
+	}
+	return b
 }
 
 func (t *textWriter) write(typ RecordType, format func([]byte) []byte) error {

@@ -74,6 +74,18 @@ func TestText(t *testing.T) {
 			},
 			want: clock + " SUMMARY exit 1 after 1s: 5 escapes, 0 in bounds, 0 system, 3 lost (incomplete: the kernel's ring buffer overflowed)",
 		},
+		{
+			name: "summary undone",
+			write: func(w Writer) error {
+				return w.Summary(Summary{Time: ts, Escapes: 3, Duration: time.Second,
+					Undone: []Undo{{Path: "/p/.git/config", Op: "rename", Count: 2, Action: "put back as it was"},
+						{Path: "/p/.env rc", Op: "create", Count: 1, Action: "removed"}},
+					LeftChanged: []Undo{{Path: "/p/.git/modules/x", Op: "write", Count: 1, Why: "no copy was kept\n(big)"}}})
+			},
+			want: clock + " SUMMARY exit 0 after 1s: 3 escapes, 0 in bounds, 0 system, 0 lost" +
+				"\n  undone (put back as they were): /p/.git/config (rename 2 times, put back as it was); \"/p/.env rc\" (create, removed)" +
+				"\n  LEFT CHANGED (could not be put back): /p/.git/modules/x (write, no copy was kept\\n(big))",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

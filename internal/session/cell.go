@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
@@ -31,6 +33,7 @@ type cell struct {
 	ruleset *os.File
 	flags   uint32
 	abi     int
+	ttys    []string // the agent's terminals by name
 	// onlyOpen: EngineFileOpenOnly's cell.
 	onlyOpen bool
 	// audit: Landlock's own records of what it refused (llaudit.go), nil
@@ -44,6 +47,9 @@ type cell struct {
 	// agentPID: the cell's first process, whose domain is the agent's.
 	auditUntil atomic.Int64
 	agentPID   atomic.Int64
+	// tw keeps the protected entries under Landlock (tripwire.go); nil
+	// under the BPF LSM, which refuses their changes.
+	tw *tripwireRun
 
 	warn warner
 }
@@ -63,8 +69,9 @@ const (
 // openCell makes the cgroup and loads the programs: under the BPF LSM the
 // hooks that decide; under Landlock the ruleset that decides and the
 // observers that report. ttyPaths are the agent's terminals by name, for
-// Landlock, which grants by path.
-func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string, warn warner) (*cell, error) {
+// Landlock, which grants by path. bestEffort lets Landlock run without
+// what it cannot enforce (LandlockRefusals).
+func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string, bestEffort bool, warn warner) (*cell, error) {
 	var ruleset *os.File
 	var flags uint32
 	var abi int
@@ -86,6 +93,9 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		}
 		if cfg.Audit {
 			return nil, errors.New("the Landlock engine has no audit mode: Landlock cannot let a refused access through and report it; use --engine bpf-lsm")
+		}
+		if err := refuseUnenforceable(p, bestEffort, warn); err != nil {
+			return nil, err
 		}
 		lr, err := landlock.FromJail(rules, ttyPaths)
 		if err != nil {
@@ -109,6 +119,12 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	cfg.CgroupID = cg.ID
 	cfg.Rules = rules
 	cfg.Protect = p.Protect
+	if ruleset != nil {
+		// The tripwire reports the protected entries' changes, with
+		// what it undid: the observers would report the same writes
+		// as reached.
+		cfg.Rules, cfg.Protect = unprotected(rules), nil
+	}
 	cfg.Patterns = p.Patterns()
 	cfg.Warn = warn
 	if !cfg.Observe {
@@ -139,7 +155,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		return nil, err
 	}
 	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
-		ruleset: ruleset, flags: flags, abi: abi, warn: warn, onlyOpen: cfg.OnlyFileOpen}
+		ruleset: ruleset, flags: flags, abi: abi, ttys: ttyPaths, warn: warn, onlyOpen: cfg.OnlyFileOpen}
 	var readers sync.WaitGroup
 	if ruleset != nil {
 		c.audit, c.noAudit = openAuditLog(abi)
@@ -168,6 +184,16 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		close(c.events)
 	}()
 	return c, nil
+}
+
+// unprotected are rules without their protected entries.
+func unprotected(rules []jail.Rule) []jail.Rule {
+	out := make([]jail.Rule, len(rules))
+	for i, r := range rules {
+		r.Flags &^= jail.Protect
+		out[i] = r
+	}
+	return out
 }
 
 func closeFile(f *os.File) {
@@ -212,9 +238,9 @@ func (c *cell) limits() []string {
 // is agent-lock itself (the running binary, through /proc/self/exe, so the
 // agent's user needs no access to where it lies), which enforces the
 // ruleset on itself and execs the agent: Go has no hook between fork and
-// exec. It also gets IPC namespaces of its own: Landlock has no say over
+// exec. It also gets IPC namespaces of its own (Landlock has no say over
 // SysV IPC and POSIX message queues, which the BPF LSM refuses outside the
-// cell.
+// cell) and a mount namespace, for a devpts of its own.
 func (c *cell) command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd {
 	attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
 	attr.CgroupFD = c.cg.FD()
@@ -224,9 +250,12 @@ func (c *cell) command(path string, argv []string, attr *syscall.SysProcAttr) *e
 		cmd.SysProcAttr = attr
 		return cmd
 	}
-	attr.Cloneflags |= syscall.CLONE_NEWIPC
+	attr.Cloneflags |= syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
+	// For the cell's own devpts, mounted by that process before it
+	// drops every capability (landlock/pts.go).
+	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = landlock.Argv(c.flags, path, argv)
+	cmd.Args = landlock.Argv(c.flags, c.ttys, path, argv)
 	cmd.ExtraFiles = []*os.File{c.ruleset} // fd 3: landlock.RulesetFD
 	cmd.SysProcAttr = attr
 	return cmd
@@ -268,7 +297,7 @@ func (c *cell) drain() <-chan jail.Event {
 // those).
 func (c *cell) counters() (jail.Counters, error) {
 	n, err := c.jail.Counters()
-	n.Escapes += c.auditEscapes.Load()
+	n.Escapes += c.auditEscapes.Load() + c.tw.count()
 	return n, err
 }
 
@@ -278,6 +307,7 @@ const drainWait = time.Second
 
 func (c *cell) close() {
 	close(c.done)
+	c.tw.close()
 	closeFile(c.ruleset)
 	if c.audit != nil {
 		c.audit.Close()
@@ -369,7 +399,7 @@ func SelfTest(ctx context.Context, facts kernel.Facts, engine string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil, newWarner(nil))
+	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil, false, newWarner(nil))
 	if err != nil {
 		return err
 	}

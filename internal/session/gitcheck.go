@@ -35,7 +35,7 @@ func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w repo
 		dirs = append(dirs, wt.GitDir)
 	}
 	var found []gitcheck.Finding
-	if err := asuser.Do(a.UID, a.GID, func() error {
+	if err := asuser.Do(a.ID(), func() error {
 		found = chk.Check(roots, dirs)
 		return nil
 	}); err != nil {

@@ -1,11 +1,16 @@
 package session_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -108,5 +113,229 @@ func TestLandlockEngine(t *testing.T) {
 			t.Errorf("auto picked %q in a VM that runs the BPF LSM", r.Start.Engine)
 		}
 		t.Logf("auto picked %s", r.Start.Engine)
+	}
+}
+
+// TestLandlockTripwire: under the Landlock engine the agent may change the
+// protected entries (Landlock grants DIR whole), but each change is
+// reported as undone and, when the session ends, the entries are as they
+// were: the user's git status runs no planted fsmonitor, no hook is left,
+// a removed editor setting is back. The agent's own work in the same
+// repository (a commit) stays.
+func TestLandlockTripwire(t *testing.T) {
+	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
+	}
+	if landlock.ABI() == 0 {
+		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
+	}
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, 4242)
+	home := filepath.Join(root, "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, 4242, 4242)
+	asUser := func(script string) string {
+		t.Helper()
+		cmd := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, b)
+		}
+		return string(b)
+	}
+	asUser(`git init -q . && mkdir .vscode && echo '{}' > .vscode/settings.json && echo a > a &&
+		git add a && git -c user.name=u -c user.email=u@h commit -qm first`)
+	config, _ := os.ReadFile(filepath.Join(dir, ".git/config"))
+
+	rep := testenv.ReportPath(t, 4242)
+	pwned := filepath.Join(home, "pwned")
+	script := `git config core.fsmonitor "touch ` + pwned + `"
+		printf '#!/bin/sh\ntouch ` + pwned + `\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit
+		rm .vscode/settings.json
+		echo b > b && git add b && git -c user.name=a -c user.email=a@b commit --no-verify -qm agent-work && echo committed`
+	cmd := exec.Command(bin, "--headless", "--engine", "landlock", "--report", rep, dir, "--", "sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("agent-lock: %v\n%s", err, out)
+	}
+	live := !strings.Contains(string(out), "cannot watch the protected entries live") &&
+		!strings.Contains(string(out), "protected entries with inotify")
+	if !live {
+		t.Logf("no live watch here: %s", out)
+	}
+	// The agent's own git may have run what it planted (before it was
+	// undone), in the cell, where it could not touch the home.
+	os.Remove(pwned)
+
+	if b, _ := os.ReadFile(filepath.Join(dir, ".git/config")); string(b) != string(config) {
+		t.Errorf(".git/config after the session:\n%s\nwant:\n%s", b, config)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".git/hooks/pre-commit")); err == nil {
+		t.Error("the planted pre-commit hook is still there")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, ".vscode/settings.json")); err != nil || string(b) != "{}\n" {
+		t.Errorf(".vscode/settings.json after the session: %q, %v", b, err)
+	}
+	asUser(`git status --short >/dev/null`)
+	if _, err := os.Stat(pwned); err == nil {
+		t.Error("the user's git status ran what the agent planted")
+	}
+	if log := asUser(`git log --format=%s`); !strings.Contains(log, "agent-work") {
+		t.Errorf("the agent's commit is gone (git log: %q); output:\n%s", log, out)
+	}
+
+	f, err := os.Open(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	undone := map[string]string{}
+	var sum *report.Summary
+	report.Read(f, func(r report.Record) error {
+		if r.Event != nil && r.Event.Verdict == report.Undone {
+			rel, _ := filepath.Rel(dir, r.Event.Path)
+			undone[rel] = r.Event.Op
+			// Where fanotify cannot watch this file system (tmpfs
+			// before Linux 6.6 has no file system id) agent-lock says
+			// so and watches with inotify, or only checks at the end:
+			// there is no process to name.
+			if (r.Event.PID == 0 && live) || !strings.HasPrefix(r.Event.Rule, "protected ") {
+				t.Errorf("undone record without a process or rule: %+v", *r.Event)
+			}
+		}
+		if r.Summary != nil {
+			sum = r.Summary
+		}
+		return nil
+	})
+	for rel, op := range map[string]string{".git/config": "rename", ".git/hooks/pre-commit": "create", ".vscode/settings.json": "unlink"} {
+		if undone[rel] != op {
+			t.Errorf("report: %s undone by %q, want %q (undone: %v)", rel, undone[rel], op, undone)
+		}
+	}
+	if sum == nil || len(sum.Undone) != 3 || len(sum.LeftChanged) != 0 || sum.Escapes < 3 {
+		t.Errorf("summary %+v: want the three entries undone, none left changed, counted as escapes", sum)
+	}
+}
+
+// TestLandlockWithholdsSockets: below Landlock ABI 9, where connecting to
+// a pathname unix socket cannot be refused, the agent is not told where
+// the user's ssh-agent listens: ssh-add finds no agent, unless the socket
+// is granted with --allow-unix. The same ssh-agent answers unjailed, so
+// the test is real.
+func TestLandlockWithholdsSockets(t *testing.T) {
+	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
+	}
+	abi := landlock.ABI()
+	if abi >= 9 {
+		t.Skipf("Landlock ABI %d refuses connecting to sockets by path: the variables pass", abi)
+	}
+	if _, err := exec.LookPath("ssh-agent"); err != nil {
+		t.Fatal("ssh-agent is not installed (openssh-client)")
+	}
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, 4242)
+	sockDir := filepath.Join(root, "ssh")
+	os.Mkdir(sockDir, 0o700)
+	os.Chown(sockDir, 4242, 4242)
+	sock := filepath.Join(sockDir, "agent.sock")
+	agent := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "ssh-agent", "-D", "-a", sock)
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Process.Kill()
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sshAdd := func(jailed bool, flags ...string) string {
+		t.Helper()
+		argv := []string{"setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", "ssh-add -l; echo rc=$?"}
+		if jailed {
+			argv = append(append([]string{bin, "--headless", "--engine", "landlock"}, flags...), dir, "--", "sh", "-c", "ssh-add -l; echo rc=$?")
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = []string{"SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin", "SSH_AUTH_SOCK=" + sock}
+		b, _ := cmd.CombinedOutput()
+		return string(b)
+	}
+	// The agent holds no keys: ssh-add -l says so with 1, and 2 when it
+	// finds no agent.
+	if out := sshAdd(false); !strings.Contains(out, "rc=1") {
+		t.Fatalf("unjailed, ssh-add -l did not reach the agent:\n%s", out)
+	}
+	out := sshAdd(true)
+	if !strings.Contains(out, "rc=2") || !strings.Contains(out, "SSH_AUTH_SOCK") {
+		t.Errorf("jailed, ssh-add -l found the agent, or the limit was not said:\n%s", out)
+	}
+	if out := sshAdd(true, "--allow-unix", sock); !strings.Contains(out, "rc=1") {
+		t.Errorf("jailed with --allow-unix %s, ssh-add -l did not reach the agent:\n%s", sock, out)
+	}
+}
+
+// TestLandlockTerminals: under the Landlock engine the agent opens
+// terminals of its own (script, a pty pair) and writes to its terminal by
+// name, in a devpts instance of the cell's own; another terminal of the
+// user stays out of reach, by name and by number.
+func TestLandlockTerminals(t *testing.T) {
+	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
+	}
+	if landlock.ABI() == 0 {
+		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
+	}
+	bin := testenv.AgentLockBin(t)
+	_, dir := testenv.ProjectDir(t, 4242)
+	// Another terminal of the user's, outside the cell.
+	other, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	n, err := unix.IoctlGetInt(int(other.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.IoctlSetPointerInt(int(other.Fd()), unix.TIOCSPTLCK, 0)
+	otherName := fmt.Sprintf("/dev/pts/%d", n)
+	os.Chown(otherName, 4242, 4242)
+	script := `script -qc true /dev/null && echo script-ok
+		python3 -c 'import os, pty; m, s = pty.openpty(); os.write(s, b"x"); print("pty-ok", os.ttyname(s))'
+		echo own > "$(tty)" && echo own-tty-ok
+		echo inject > ` + otherName + ` 2>/dev/null && echo "other-by-name-$((6*7))"
+		true`
+	// The agent gets a terminal of its own (script as root, chowned to
+	// the user as sudo's would be).
+	inner := fmt.Sprintf(`chown 4242 "$(tty)"; SUDO_UID=4242 SUDO_GID=4242 PATH=/usr/bin:/bin %s --headless --engine landlock %s -- sh -c %s`,
+		bin, dir, testenv.ShellJoin([]string{script}))
+	cmd := exec.Command("script", "-qec", inner, "/dev/null")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"script-ok", "pty-ok /dev/pts/", "own-tty-ok"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q: the agent's own terminals do not work:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "other-by-name-42") {
+		t.Errorf("the agent wrote to another terminal of the user:\n%s", out)
+	}
+	// What reached the other terminal is on its master, without waiting.
+	// (Fd makes the file blocking again: once.)
+	fd := int(other.Fd())
+	unix.SetNonblock(fd, true)
+	b := make([]byte, 256)
+	if k, _ := unix.Read(fd, b); k > 0 && strings.Contains(string(b[:k]), "inject") {
+		t.Errorf("the other terminal received %q", b[:k])
 	}
 }

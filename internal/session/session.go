@@ -106,6 +106,10 @@ type Options struct {
 	// the user's, and an agent that could write to it (or push keys into
 	// it) could forge what the user sees.
 	Terminal *os.File
+	// BestEffort lets the Landlock engine run without what it cannot
+	// enforce (LandlockRefusals), each said as a warning; without it
+	// such a request stops the session at start.
+	BestEffort bool
 }
 
 // Run jails the agent and returns its exit status.
@@ -155,7 +159,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys, StreamInBounds: true}
 	pol := plan.Policy
 	pol.TmpDir = tmp
-	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, warn)
+	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, o.BestEffort, warn)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
@@ -165,6 +169,16 @@ func Run(ctx context.Context, o Options) (int, error) {
 	// jail, so prove it refuses (or, in audit, reports) before the agent runs.
 	if err := cell.probe(ctx, o.Audit); err != nil {
 		return 0, fail(ExitFailed, fmt.Errorf("self-test failed, not starting the agent: %w", err))
+	}
+	if cell.ruleset != nil {
+		// Landlock grants DIR whole: the tripwire keeps the protected
+		// entries instead (tripwire.go).
+		if cell.tw, err = armTripwire(pol, agent.ID(), cell.cg.Path, warn); err != nil {
+			if !o.BestEffort {
+				return 0, fail(ExitFailed, err)
+			}
+			warn("--best-effort: the protected entries are not kept: %v", err)
+		}
 	}
 	baseline, err := cell.counters()
 	if err != nil {
@@ -198,6 +212,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cmd.Dir = dir
 	env, withheld := secretenv.Filter(agentEnv(os.Environ(), agent, tmp, dir),
 		append(prof.Env, o.PassEnv...))
+	if cell.ruleset != nil && cell.abi < 9 {
+		var socks []string
+		env, socks = withholdSockets(env, cell.abi, o.AllowUnix, warn)
+		withheld = slices.Compact(slices.Sorted(slices.Values(append(withheld, socks...))))
+	}
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if o.Stdin != nil {
@@ -247,6 +266,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		Kernel: facts.Release, Engine: cell.engine(), Limits: cell.limits(), TmpDir: tmp, WithheldEnv: withheld,
 		Profiles: prof.Profiles, LoadTime: cell.loadTime(),
 	})
+	cell.tw.start(o.Report)
 
 	// end asks the agent's group to stop with sig and, after a grace in
 	// which it may save its work, kills the cell; a second request passes
@@ -305,6 +325,7 @@ wait:
 	for ev := range cell.drain() {
 		writeEvent(o.Report, ev, &opens)
 	}
+	undone, left := cell.tw.finish()
 	final, err := cell.counters()
 	if err != nil {
 		return status, fail(ExitFailed, err)
@@ -320,6 +341,7 @@ wait:
 	o.Report.Summary(report.Summary{
 		Time: time.Now(), ExitCode: status, InBounds: c.InBounds, System: c.System,
 		Escapes: c.Escapes, Lost: c.Lost, Duration: time.Since(began), Hooks: hooks,
+		Undone: undone, LeftChanged: left,
 	})
 	return status, nil
 }
@@ -676,15 +698,41 @@ func terminal(f *os.File) (rdevs []uint32, paths []string) {
 // LSM where this kernel runs its programs and Landlock where it does not;
 // a cell that cannot be opened with either is an error, never a run
 // without one.
-func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string, warn warner) (*cell, error) {
+func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string, bestEffort bool, warn warner) (*cell, error) {
 	if engine != "" && engine != EngineAuto {
-		return openCell(facts, engine, cfg, p, ttys, warn)
+		return openCell(facts, engine, cfg, p, ttys, bestEffort, warn)
 	}
-	c, err := openCell(facts, EngineBPF, cfg, p, ttys, warn)
+	c, err := openCell(facts, EngineBPF, cfg, p, ttys, bestEffort, warn)
 	if err == nil || !errors.Is(err, jail.ErrNotSupported) || cfg.Audit || landlock.ABI() == 0 {
 		return c, err
 	}
-	return openCell(facts, EngineLandlock, cfg, p, ttys, warn)
+	return openCell(facts, EngineLandlock, cfg, p, ttys, bestEffort, warn)
+}
+
+// AutoEngine is the engine --engine auto picks on this kernel, and why.
+// Where bpf is an active LSM only loading the programs tells (some
+// kernels list it and refuse them): as root it loads them (SelfTest);
+// otherwise engine is "" and why says what it depends on.
+func AutoEngine(ctx context.Context, f kernel.Facts) (engine, why string) {
+	abi := f.LandlockABI
+	if !f.BPFInLSM {
+		if abi == 0 {
+			return "", "none: bpf is not in the active LSM list and this kernel has no Landlock (agent-lock doctor says what to change)"
+		}
+		return EngineLandlock, "bpf is not in the active LSM list"
+	}
+	if os.Geteuid() != 0 {
+		return "", fmt.Sprintf("bpf-lsm if this kernel loads its programs (bpf is an active LSM; sudo agent-lock doctor, "+
+			"or sudo agent-lock policy, tries), else landlock (ABI %d)", abi)
+	}
+	err := SelfTest(ctx, f, EngineBPF)
+	switch {
+	case err == nil:
+		return EngineBPF, "its programs loaded and refused a test open here"
+	case errors.Is(err, jail.ErrNotSupported) && abi > 0:
+		return EngineLandlock, "this kernel lists bpf as an active LSM but refused to load its programs; agent-lock doctor says more"
+	}
+	return "", err.Error()
 }
 
 // warner writes one of agent-lock's own warnings (Options.Warnings).

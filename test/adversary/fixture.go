@@ -70,6 +70,9 @@ type Fixture struct {
 	pts      string
 	// next runs argv in the user's next session in DIR, under agent-lock.
 	next func(argv []string) testenv.Result
+	// user runs argv in DIR as the user, unjailed: their own tools after
+	// the session.
+	user func(argv []string) testenv.Result
 }
 
 // nextSession runs argv under agent-lock in DIR, as the user's next

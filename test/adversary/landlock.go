@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/agent-lock/agent-lock/internal/landlock"
 )
@@ -50,17 +49,17 @@ var landlockLeaks = map[string]expectedLeak{
 	"fsetown-signal":        {6, "signals are scoped from Landlock ABI 6"},
 }
 
+// The protected family (protected.go) is no leak under Landlock: the
+// engine grants the project directory whole, but its tripwire puts each
+// protected entry back as it was and reports the change ("undone"), so
+// the techniques' effects are gone when the session ends.
+//
+// Git's files in repositories below DIR's top are not among the entries
+// the tripwire keeps, and the check at the session's end of the
+// repositories the agent made needs the BPF LSM's marks.
 func init() {
-	// Landlock grants the project directory whole: it cannot keep a name
-	// in it read-only, least of all one that does not exist yet, nor
-	// git's files at any depth; and the check at the session's end of the
-	// repositories the agent made needs the BPF LSM's marks.
-	for _, t := range protectedTechniques {
-		why := "Landlock cannot protect files inside the project directory"
-		if strings.HasPrefix(t.Name, "git") {
-			why = "Landlock cannot protect git's files in the project's repositories, nor tell which the agent made"
-		}
-		landlockLeaks[t.Name] = expectedLeak{0, why}
+	for _, name := range []string{"git-nested-fsmonitor", "git-nested-config", "git-hook-own-repo", "git-hooks-folder-moved"} {
+		landlockLeaks[name] = expectedLeak{0, "Landlock cannot protect git's files in the repositories below the project's top, nor tell which the agent made; the tripwire keeps DIR's own"}
 	}
 }
 
@@ -69,12 +68,11 @@ var landlockUnreported = map[string]string{
 	"open-by-handle":  "stopped before the open: writing /proc/PID/uid_map is refused",
 	"io-uring-openat": "io_uring's opens do not pass the system-call tracepoints",
 	"tiocsti":         "refused by the seccomp filter, which reports nothing (Landlock has no say over TIOCSTI)",
-	"policy-file-widen": "Landlock grants DIR whole, so the agent may rewrite the project's policy file; the next " +
-		"session refuses it (changed since the user trusted it), which the technique checks",
 }
 
 // landlockObserved are the operations the Landlock engine reports: its
-// observers watch the open and exec family only.
+// observers watch the open and exec family only (its tripwire reports
+// every operation on protected entries, judged as any engine's record).
 var landlockObserved = map[string]bool{"read": true, "write": true, "exec": true, "create": true}
 
 // landlockAuditObserved are the operations Landlock's own audit records

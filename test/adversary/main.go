@@ -229,6 +229,12 @@ func setup(ctx context.Context, u *testenv.User, agentLock string, baselineOnly 
 	}
 	r := &testenv.Runner{User: u, AgentLock: agentLock, Scratch: scratch}
 	f.next = func(argv []string) testenv.Result { return r.Jailed(ctx, argv, f.Dir) }
+	f.user = func(argv []string) testenv.Result {
+		tmp := filepath.Join(work, "tmp-user")
+		os.Mkdir(tmp, 0o700)
+		os.Chown(tmp, u.UID, u.GID)
+		return r.Unjailed(ctx, argv, f.Dir, tmp)
+	}
 	return &suite{fix: f, run: r, baselineOnly: baselineOnly}, cleanup, nil
 }
 
@@ -516,7 +522,9 @@ func (s *suite) match(t *Technique, rep *testenv.Report) *testenv.Record {
 	}
 	for i := range rep.Escapes {
 		e := &rep.Escapes[i]
-		if e.Verdict != "blocked" || !contains(t.Ops, e.Op) {
+		// undone: the Landlock engine's tripwire put a protected entry
+		// back; the technique's effect is judged gone on its own.
+		if (e.Verdict != "blocked" && e.Verdict != "undone") || !contains(t.Ops, e.Op) {
 			continue
 		}
 		if want != "" && !strings.Contains(e.Path, want) && !strings.Contains(e.Path2, want) &&

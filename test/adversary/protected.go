@@ -27,7 +27,7 @@ var protectedTechniques = []Technique{
 	{Name: "git-config-fsmonitor", Family: "protected", Doc: "git config core.fsmonitor: git status runs it (lock file renamed onto .git/config)",
 		Ops: ops("rename", "write", "create"), Path: "project/.git/config", Setup: gitRepo, Skip: missing("git"),
 		Cmd:    bash(`cd {dir} && git config core.fsmonitor 'touch {home}/pwned'`),
-		Effect: changed("{dir}/.git/config", gitConfig)},
+		Effect: either(userGitStatusRan, changed("{dir}/.git/config", gitConfig))},
 	{Name: "git-config-append", Family: "protected", Doc: "append a [core] hooksPath to .git/config",
 		Ops: ops("write"), Path: "project/.git/config", Setup: gitRepo,
 		Cmd:    bash(`printf '[core]\n\thooksPath = {home}/hooks\n' >> {dir}/.git/config`),
@@ -187,6 +187,20 @@ func gitProjectWorktree(f *Fixture) error {
 		return err
 	}
 	return os.RemoveAll(filepath.Join(f.Home, "wt-tmp"))
+}
+
+// userGitStatusRan runs the user's own git status in DIR after the
+// session, unjailed, as they would: a planted core.fsmonitor runs then,
+// and its `touch {home}/pwned` shows.
+func userGitStatusRan(f *Fixture, o *outcome) string {
+	pwned := filepath.Join(f.Home, "pwned")
+	os.Remove(pwned)
+	f.user([]string{"git", "status", "--short"})
+	if _, err := os.Lstat(pwned); err == nil {
+		os.Remove(pwned)
+		return "the user's git status ran the planted core.fsmonitor"
+	}
+	return ""
 }
 
 const (

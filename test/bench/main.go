@@ -14,8 +14,17 @@
 // work; start-up is measured on its own. The modes take turns in rounds:
 // in each, one worker per mode (one session) runs every workload once.
 //
+// With -engine landlock (make bench-native, on this machine's own kernel:
+// emulation would measure the emulator) agent-lock runs its Landlock
+// engine, measured against the same bare Landlock sandbox, and a fourth
+// mode runs the workloads unjailed while an idle session runs
+// (beside-session): what its observers, tracepoints that run for every
+// process of the machine, cost processes outside the cell. Ratios are
+// printed side by side; nothing is asserted of the times.
+//
 // It rewrites the test user's home, so it runs in the test VMs (make bench)
-// or with -i-know-this-writes-to-home.
+// or with -i-know-this-writes-to-home (or AGENT_LOCK_VM=1, as make
+// bench-native sets).
 package main
 
 import (
@@ -64,6 +73,8 @@ func run() int {
 		repeat    = flag.Int("repeat", 0, "repetitions of each workload in each mode (default 3, smoke 1)")
 		opens     = flag.Int("opens", 0, "opens of the open-read workload (default 200000, smoke 2000)")
 		cfiles    = flag.Int("cfiles", 0, "C files of the cc workload (default 16, smoke 3)")
+		engine    = flag.String("engine", "", "agent-lock's `engine`: empty for its default (the BPF-LSM engine, in the VMs), or landlock: "+
+			"the Landlock engine against a bare Landlock sandbox, and what its observers cost processes outside the cell (natively)")
 	)
 	// The defaults fit make bench's 20 minutes on the test bed: three
 	// kernels, two at a time, on two emulated CPUs (TCG), where each
@@ -119,6 +130,18 @@ func run() int {
 	began := time.Now()
 	defer func() { fmt.Printf("bench: done in %v\n", time.Since(began).Round(time.Second)) }()
 	b := &bench{c: c, r: &testenv.Runner{User: u, AgentLock: bin, Scratch: scratch, Timeout: 20 * time.Minute}}
+	switch *engine {
+	case "":
+	case "landlock":
+		// The BPF-LSM reference modes need that engine; beside-session
+		// is the unjailed workload while a session runs.
+		b.r.Engine = *engine
+		modes = []string{"unjailed", "agent-lock", "landlock", "beside-session"}
+		hookModes = []string{"agent-lock", "beside-session"}
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -engine %q: empty or landlock\n", *engine)
+		return 2
+	}
 	if err := b.setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: setup:", err)
 		return 2
@@ -129,7 +152,11 @@ func run() int {
 		return 1
 	}
 	kernel := uname()
-	fmt.Printf("bench: kernel %s, %d files, %d opens, %d C files, %d repetitions\n", kernel, c.files, c.opens, c.cfiles, c.repeat)
+	engineName := "agent-lock's default engine"
+	if b.r.Engine != "" {
+		engineName = "agent-lock --engine " + b.r.Engine
+	}
+	fmt.Printf("bench: kernel %s, %d files, %d opens, %d C files, %d repetitions, %s\n", kernel, c.files, c.opens, c.cfiles, c.repeat, engineName)
 	fmt.Printf("%-12s %-10s %10s %10s %10s %8s %11s  %s\n", "workload", "mode", "min", "median", "max", "ratio", "by round", "target")
 	failed := false
 	var sel []string
@@ -183,8 +210,13 @@ func run() int {
 			}
 			ratio := float64(median(ts)) / float64(base)
 			verdict := ""
-			if mode == "agent-lock" {
+			switch {
+			case mode == "agent-lock" && b.r.Engine == "landlock":
+				verdict = sideBySide(ts, times[w]["landlock"], "bare Landlock")
+			case mode == "agent-lock":
 				verdict = target(ratio, times[w]["landlock"], median(ts))
+			case mode == "beside-session":
+				verdict = "what a session costs a process outside its cell"
 			}
 			lo, hi := roundRatios(ts, times[w]["unjailed"])
 			fmt.Printf("%-12s %-10s %10s %10s %10s %7.2fx %11s  %s\n", w, mode, round(slices.Min(ts)), round(median(ts)), round(slices.Max(ts)), ratio,
@@ -227,8 +259,15 @@ var (
 	// empty-hook: unjailed, with a BPF program that does nothing attached
 	// to file_open (emptyHook), on the workloads in emptyWorkloads: the
 	// cost of calling a program there, whatever it does.
+	//
+	// beside-session (-engine landlock): unjailed, while an idle
+	// agent-lock session runs: its observers are tracepoints on the open
+	// and exec family, which run for every process of the machine and
+	// return at once for those outside the cell.
 	modes          = []string{"unjailed", "agent-lock", "file_open", "empty-hook", "landlock"}
 	emptyWorkloads = []string{"open-read"}
+	// hookModes run again with the kernel's BPF statistics on.
+	hookModes = []string{"agent-lock", "file_open"}
 )
 
 type bench struct {
@@ -359,7 +398,7 @@ func (b *bench) hooks(ctx context.Context, sel []string) map[string]map[string]*
 		return out
 	}
 	defer stats.Close()
-	for _, mode := range []string{"agent-lock", "file_open"} {
+	for _, mode := range hookModes {
 		s, err := b.serve(ctx, mode)
 		if err != nil {
 			fmt.Printf("hooks: %s: %v\n", mode, err)
@@ -449,6 +488,7 @@ type server struct {
 	out    bytes.Buffer // its standard output, read here
 	errs   bytes.Buffer // its and agent-lock's standard error
 	report string       // jailed modes
+	beside *server      // beside-session: the idle session it runs beside
 	ctx    context.Context
 	cancel context.CancelFunc
 	err    error // the first run that failed
@@ -467,6 +507,17 @@ func (b *bench) serve(ctx context.Context, mode string) (*server, error) {
 	switch mode {
 	case "landlock":
 		p.Argv = append(p.Argv, "landlock")
+	case "beside-session":
+		// An idle session, for as long as this worker lives.
+		idle, err := b.serve(ctx, "agent-lock")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := idle.run("noop", 0); err != nil {
+			idle.end(b.r, "agent-lock")
+			return nil, fmt.Errorf("the session to run beside: %w", err)
+		}
+		s.beside = idle
 	case "agent-lock", "file_open":
 		s.report = b.r.NextReport()
 		p.Argv = b.jailed(mode).JailArgv(b.dir, s.report, testenv.StartWrapper(p.Argv))
@@ -525,6 +576,11 @@ func (s *server) run(w string, opens int) (time.Duration, error) {
 // time of a refused run measures nothing).
 func (s *server) end(r *testenv.Runner, mode string) error {
 	res := s.close(r)
+	if s.beside != nil {
+		if err := s.beside.end(r, "agent-lock"); err != nil {
+			return fmt.Errorf("the session beside: %w", err)
+		}
+	}
 	if s.err != nil {
 		return fmt.Errorf("%v: %s", s.err, testenv.Tail(res.Output, 5))
 	}
@@ -695,6 +751,14 @@ func target(ratio float64, landlock []time.Duration, own time.Duration) string {
 		return "met"
 	}
 	return "MISSED: " + strings.Join(missed, ", ")
+}
+
+// sideBySide is the ratio of the medians of ts and of other, named.
+func sideBySide(ts, other []time.Duration, name string) string {
+	if len(other) == 0 || median(other) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2fx %s", float64(median(ts))/float64(median(other)), name)
 }
 
 // roundRatios are the lowest and highest of the ratios of ts to base

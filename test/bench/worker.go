@@ -77,6 +77,10 @@ func serve(args []string) int {
 
 func workload(w, dir string, opens int) error {
 	switch w {
+	case "noop":
+		// An answer only: the worker runs (for an idle session, the
+		// session is up).
+		return nil
 	case "open-read":
 		var files []string
 		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
