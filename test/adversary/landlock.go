@@ -61,6 +61,7 @@ func init() {
 	for _, name := range []string{"git-nested-fsmonitor", "git-nested-config", "git-hook-own-repo", "git-hooks-folder-moved"} {
 		landlockLeaks[name] = expectedLeak{0, "Landlock cannot protect git's files in the repositories below the project's top, nor tell which the agent made; the tripwire keeps DIR's own"}
 	}
+	landlockLeaks["git-worktree-commondir"] = expectedLeak{0, "the tripwire keeps DIR's own git files, not the links of its linked worktrees in .git/worktrees"}
 }
 
 // landlockUnreported are stopped before anything the observers watch.
