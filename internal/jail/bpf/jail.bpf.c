@@ -1870,6 +1870,7 @@ int BPF_PROG(file_ioctl_compat, struct file *file, unsigned int cmd)
 #define O_ACCMODE 00000003
 #define O_CREAT 00000100
 #define O_TRUNC 00001000
+#define O_PATH 010000000
 
 struct call {
 	__u64 name;  /* user pointer to the name */
@@ -1900,6 +1901,16 @@ static __always_inline __u32 open_op(__u64 flags)
 	if ((flags & O_ACCMODE) || (flags & (O_CREAT | O_TRUNC)))
 		return AL_OP_WRITE;
 	return AL_OP_READ;
+}
+
+/* An O_PATH open reads nothing and Landlock does not check it (runtimes
+ * resolve paths with it: Claude Code's, ~/.ssh among them): it is neither
+ * watched nor reported. */
+static __always_inline int open_enter(__s64 dirfd, __u64 name, __u64 flags)
+{
+	if (flags & O_PATH)
+		return 0;
+	return call_enter(dirfd, name, open_op(flags));
 }
 
 /* The file behind descriptor fd of the calling process, or 0. */
@@ -2119,7 +2130,7 @@ static __always_inline int call_exit(long ret)
 SEC("tracepoint/syscalls/sys_enter_openat")
 int enter_openat(struct trace_event_raw_sys_enter *ctx)
 {
-	return call_enter(ctx->args[0], ctx->args[1], open_op(ctx->args[2]));
+	return open_enter(ctx->args[0], ctx->args[1], ctx->args[2]);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat")
@@ -2134,7 +2145,7 @@ int enter_openat2(struct trace_event_raw_sys_enter *ctx)
 	struct open_how how = {};
 
 	bpf_probe_read_user(&how, sizeof(how), (void *)ctx->args[2]);
-	return call_enter(ctx->args[0], ctx->args[1], open_op(how.flags));
+	return open_enter(ctx->args[0], ctx->args[1], how.flags);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat2")
@@ -2146,7 +2157,7 @@ int exit_openat2(struct trace_event_raw_sys_exit *ctx)
 SEC("tracepoint/syscalls/sys_enter_open")
 int enter_open(struct trace_event_raw_sys_enter *ctx)
 {
-	return call_enter(AT_FDCWD, ctx->args[0], open_op(ctx->args[1]));
+	return open_enter(AT_FDCWD, ctx->args[0], ctx->args[1]);
 }
 
 SEC("tracepoint/syscalls/sys_exit_open")
