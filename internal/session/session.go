@@ -131,6 +131,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys, StreamInBounds: true}
 	pol := plan.Policy
 	pol.TmpDir = tmp
+	view, rcDir := shellSetup(agent, &pol, warn)
+	defer os.RemoveAll(rcDir)
 	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, warn)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -185,7 +187,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(term)
 
-	started, done := startNoNewPrivs(cmd)
+	started, done := startNoNewPrivs(cmd, view, warn)
 	if err := <-started; err != nil {
 		code := ExitCannotExec
 		if errors.Is(err, os.ErrNotExist) {
@@ -230,7 +232,7 @@ wait:
 				events = nil
 				continue
 			}
-			writeEvent(o.Report, ev, &opens)
+			writeEvent(o.Report, view.named(ev), &opens)
 		case s := <-term:
 			cmd.Process.Signal(s)
 			go func() {
@@ -255,7 +257,7 @@ wait:
 		warn("%v", err)
 	}
 	for ev := range cell.drain() {
-		writeEvent(o.Report, ev, &opens)
+		writeEvent(o.Report, view.named(ev), &opens)
 	}
 	final, err := cell.counters()
 	if err != nil {
@@ -317,15 +319,20 @@ func (s *sampler) take(t time.Time) bool {
 }
 
 // startNoNewPrivs starts cmd from a thread with no_new_privs set, which the
-// child inherits, so setuid programs cannot raise the agent. The thread stays
+// child inherits, so setuid programs cannot raise the agent, and in the
+// agent's view of the mounts (view). The thread stays
 // locked and waits for the child: Pdeathsig fires when the creating thread
 // exits, and the thread must not go back to the pool with the flag set.
-func startNoNewPrivs(cmd *exec.Cmd) (<-chan error, <-chan int) {
+func startNoNewPrivs(cmd *exec.Cmd, view agentView, warn warner) (<-chan error, <-chan int) {
 	started := make(chan error, 1)
 	done := make(chan int, 1)
 	go func() {
 		runtime.LockOSThread()
-		// No UnlockOSThread: the thread exits with the goroutine.
+		// No UnlockOSThread: the thread exits with the goroutine, in the
+		// agent's mount namespace.
+		for _, w := range view.enter() {
+			warn("%s", w)
+		}
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			started <- fmt.Errorf("set no_new_privs: %w", err)
 			return
