@@ -35,6 +35,22 @@ func MkdirAll(path string, uid, gid uint32) error {
 	return Do(uid, gid, func() error { return os.MkdirAll(path, 0o700) })
 }
 
+// CreateFile makes the file path (0600) holding content, as uid and gid.
+// It fails if path exists, whatever it is (a symlink is not followed).
+func CreateFile(path, content string, uid, gid uint32) error {
+	return Do(uid, gid, func() error {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteString(content); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	})
+}
+
 // setfsids switches the calling thread's file-system ids. setfsuid reports
 // no errors, only the previous id, so a second call confirms the first.
 func setfsids(uid, gid uint32) error {

@@ -37,6 +37,11 @@ type Profile struct {
 	// cell opens: the kernel grants by identity, and a name that does not
 	// exist yet cannot be granted, so the agent could never make it.
 	Make []string
+	// Seed is what a file of Files holds when agent-lock makes it, before
+	// the cell opens, where it is missing: the Landlock engine grants by
+	// identity, so the agent could not make it there (under the BPF LSM,
+	// which grants it by name, it could).
+	Seed map[string]string
 	// Env are the variables it reads its credentials from: passed to it
 	// although they look like secrets.
 	Env []string
@@ -71,9 +76,11 @@ var all = []Profile{
 		// and links ~/.local/bin/claude.
 		Write: []string{".claude", ".cache/claude", ".local/share/claude", ".local/state/claude"},
 		Files: []string{".claude.json"},
-		Make:  []string{".claude"},
-		Read:  []string{".local/bin"},
-		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+		// An empty JSON object: Claude Code's first run fills it in.
+		Seed: map[string]string{".claude.json": "{}\n"},
+		Make: []string{".claude"},
+		Read: []string{".local/bin"},
+		Env:  []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
 	},
 	{
 		Name: "codex", Agent: "OpenAI Codex CLI", Commands: []string{"codex"}, Uses: []string{"node"},
@@ -171,8 +178,8 @@ type Grants struct {
 	Write, Read, Missing []string
 	// Files are the absolute Profile.Files whose folder exists.
 	Files []string
-	// Unmade are the Missing folders a run makes (Profile.Make) when
-	// Resolve is given no mkdir.
+	// Unmade are the missing folders (Profile.Make) and files
+	// (Profile.Seed) a run makes, when Resolve is given no Maker.
 	Unmade []string
 	Env    []string
 	// From names the profile that granted each path of Write, Read and
@@ -180,11 +187,17 @@ type Grants struct {
 	From map[string]string
 }
 
+// Maker makes what a first run lacks, in the user's home, as the user.
+type Maker struct {
+	Dir  func(path string) error
+	File func(path, content string) error
+}
+
 // Resolve expands names (with the toolchains they use) against home.
-// An unknown name is an error that lists the known ones. With mkdir, the
-// profiles' missing Make folders are made first (and granted); without,
-// they are listed Missing like the rest.
-func Resolve(names []string, home string, mkdir func(path string) error) (Grants, error) {
+// An unknown name is an error that lists the known ones. With mk, the
+// profiles' missing Make folders and Seed files are made first (and
+// granted); without, they are listed Missing (and Unmade).
+func Resolve(names []string, home string, mk *Maker) (Grants, error) {
 	g := Grants{From: map[string]string{}}
 	seen := map[string]bool{}
 	var add func(name string) error
@@ -202,11 +215,27 @@ func Resolve(names []string, home string, mkdir func(path string) error) (Grants
 			if _, err := os.Lstat(abs); err == nil {
 				continue
 			}
-			if mkdir == nil {
+			if mk == nil {
 				g.Unmade = append(g.Unmade, abs)
 				continue
 			}
-			if err := mkdir(abs); err != nil {
+			if err := mk.Dir(abs); err != nil {
+				return fmt.Errorf("make %s for the %s profile: %w", abs, name, err)
+			}
+		}
+		for rel, content := range p.Seed {
+			abs := filepath.Join(home, rel)
+			if _, err := os.Lstat(abs); err == nil {
+				continue
+			}
+			if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
+				continue // no home to make it in: left Missing below
+			}
+			if mk == nil {
+				g.Unmade = append(g.Unmade, abs)
+				continue
+			}
+			if err := mk.File(abs, content); err != nil {
 				return fmt.Errorf("make %s for the %s profile: %w", abs, name, err)
 			}
 		}

@@ -92,7 +92,7 @@ func TestResolveMakesFirstRunFolders(t *testing.T) {
 	}
 	var made []string
 	mkdir := func(p string) error { made = append(made, p); return os.MkdirAll(p, 0o700) }
-	if g, err = Resolve([]string{"codex"}, home, mkdir); err != nil {
+	if g, err = Resolve([]string{"codex"}, home, &Maker{Dir: mkdir}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(made, []string{codex, npm}) {
@@ -102,10 +102,10 @@ func TestResolveMakesFirstRunFolders(t *testing.T) {
 		t.Errorf("with mkdir: write %v, missing %v", g.Write, g.Missing)
 	}
 	made = nil
-	if Resolve([]string{"codex"}, home, mkdir); len(made) != 0 {
+	if Resolve([]string{"codex"}, home, &Maker{Dir: mkdir}); len(made) != 0 {
 		t.Errorf("made %v again", made)
 	}
-	_, err = Resolve([]string{"gemini"}, home, func(string) error { return os.ErrPermission })
+	_, err = Resolve([]string{"gemini"}, home, &Maker{Dir: func(string) error { return os.ErrPermission }})
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(home, ".gemini")) || !strings.Contains(err.Error(), "gemini profile") {
 		t.Errorf("a failed make: %v", err)
 	}
@@ -131,5 +131,36 @@ func TestProfilesStayNarrow(t *testing.T) {
 				t.Errorf("%s uses unknown profile %s", p.Name, u)
 			}
 		}
+	}
+}
+
+// TestSeed: a profile's file its agent makes on a first run is made by the
+// run (with its seed) before the cell opens, where its folder exists; the
+// plan lists it as one a run makes, and an existing one is left alone.
+func TestSeed(t *testing.T) {
+	home := t.TempDir()
+	cfg := filepath.Join(home, ".claude.json")
+	g, err := Resolve([]string{"claude"}, home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(g.Unmade, cfg) {
+		t.Errorf("unmade %v: ~/.claude.json missing from what a run makes", g.Unmade)
+	}
+	var files []string
+	mk := &Maker{Dir: func(p string) error { return os.MkdirAll(p, 0o700) },
+		File: func(p, content string) error {
+			files = append(files, p)
+			return os.WriteFile(p, []byte(content), 0o600)
+		}}
+	if _, err := Resolve([]string{"claude"}, home, mk); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(cfg); err != nil || string(b) != "{}\n" || !slices.Equal(files, []string{cfg}) {
+		t.Errorf("~/.claude.json: %q %v, made %v", b, err, files)
+	}
+	files = nil
+	if Resolve([]string{"claude"}, home, mk); len(files) != 0 {
+		t.Errorf("an existing file was made again: %v", files)
 	}
 }

@@ -105,7 +105,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	// A first run: the agent's own folders (~/.codex, ...) are made, as
 	// the user, so that the cell can grant them.
-	plan, err := makePlan(o, agent, func(p string) error { return asuser.MkdirAll(p, agent.UID, agent.GID) })
+	plan, err := makePlan(o, agent, &profile.Maker{
+		Dir:  func(p string) error { return asuser.MkdirAll(p, agent.UID, agent.GID) },
+		File: func(p, content string) error { return asuser.CreateFile(p, content, agent.UID, agent.GID) },
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -412,9 +415,9 @@ type Plan struct {
 // a profile's folders that a run would make are listed missing.
 func MakePlan(o Options, agent Agent) (Plan, error) { return makePlan(o, agent, nil) }
 
-// makePlan is MakePlan that, with mkdir, makes the profiles' missing
-// folders (profile.Profile.Make) first.
-func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
+// makePlan is MakePlan that, with mk, makes the profiles' missing
+// folders and files (profile.Profile.Make, Seed) first.
+func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 	dir, err := ResolveDir(o.Dir)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
@@ -432,7 +435,7 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 			return Plan{}, fail(ExitFailed, fmt.Errorf("--allow-unix %s: %w", s, err))
 		}
 	}
-	prof, err := profiles(o.Profiles, path, agent.Home, mkdir)
+	prof, err := profiles(o.Profiles, path, agent.Home, mk)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
 	}
@@ -466,7 +469,7 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 
 // profiles resolves the profiles asked for, or the one the command's name
 // selects.
-func profiles(names []string, path, home string, mkdir func(string) error) (profile.Grants, error) {
+func profiles(names []string, path, home string, mk *profile.Maker) (profile.Grants, error) {
 	if len(names) == 0 {
 		if p, ok := profile.Detect(path); ok {
 			names = []string{p.Name}
@@ -478,7 +481,7 @@ func profiles(names []string, path, home string, mkdir func(string) error) (prof
 		}
 		return profile.Grants{}, nil
 	}
-	g, err := profile.Resolve(names, home, mkdir)
+	g, err := profile.Resolve(names, home, mk)
 	if err != nil {
 		return g, fmt.Errorf("--profile: %w", err)
 	}
