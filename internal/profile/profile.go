@@ -47,6 +47,12 @@ type Profile struct {
 	Env []string
 	// Uses are the toolchain profiles it runs on, granted with it.
 	Uses []string
+	// Args are added after the command's name when the profile is the
+	// command's own: settings the agent needs to work in the cell.
+	// Overrides are the agent's flags that undo them (the command line
+	// wins), and Why says what happens then, and what to do.
+	Args, Overrides []string
+	Why             string
 }
 
 var node = Profile{
@@ -88,6 +94,16 @@ var all = []Profile{
 		Write: []string{".codex"},
 		Make:  []string{".codex"},
 		Env:   []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
+		// Codex runs its commands in a sandbox of its own (bubblewrap),
+		// which needs user namespaces and mounts: the cell refuses both,
+		// so it would fail every command. The cell is its sandbox; its
+		// documented setting for that is sandbox_mode, which -c sets over
+		// ~/.codex/config.toml.
+		Args:      []string{"-c", `sandbox_mode="danger-full-access"`},
+		Overrides: []string{"--sandbox", "-s", "--full-auto"},
+		Why: "Codex's own sandbox (bubblewrap) cannot start inside agent-lock's cell, which refuses the user namespaces and mounts it needs: " +
+			"every command would fail with \"error building bubblewrap command: Permission denied\". agent-lock is its sandbox: " +
+			"leave out %s, and agent-lock runs codex with -c sandbox_mode=\"danger-full-access\"",
 	},
 	{
 		Name: "gemini", Agent: "Gemini CLI", Commands: []string{"gemini"}, Uses: []string{"node"},
@@ -168,6 +184,26 @@ func Detect(path string) (Profile, bool) {
 		}
 	}
 	return Profile{}, false
+}
+
+// CommandLine is argv with the profile's Args added after the command's
+// name, and a warning when argv overrides them (an Overrides flag).
+func (p Profile) CommandLine(argv []string) ([]string, string) {
+	if len(p.Args) == 0 || len(argv) == 0 {
+		return argv, ""
+	}
+	for _, a := range argv[1:] {
+		if a == "--" {
+			break
+		}
+		for _, o := range p.Overrides {
+			if a == o || strings.HasPrefix(a, o+"=") {
+				return argv, fmt.Sprintf(p.Why, a)
+			}
+		}
+	}
+	out := append([]string{argv[0]}, p.Args...)
+	return append(out, argv[1:]...), ""
 }
 
 // Grants are a set of profiles resolved against a home.

@@ -164,3 +164,27 @@ func TestSeed(t *testing.T) {
 		t.Errorf("an existing file was made again: %v", files)
 	}
 }
+
+// TestCommandLine: Codex's profile adds the setting that makes agent-lock
+// its sandbox after the command's name; a command line that asks for its
+// own sandbox keeps it, and gets a warning that says what to do.
+func TestCommandLine(t *testing.T) {
+	codex, _ := ByName("codex")
+	argv, warn := codex.CommandLine([]string{"codex", "exec", "fix it"})
+	if want := []string{"codex", "-c", `sandbox_mode="danger-full-access"`, "exec", "fix it"}; !slices.Equal(argv, want) || warn != "" {
+		t.Errorf("argv %q (warning %q), want %q", argv, warn, want)
+	}
+	for _, own := range [][]string{{"codex", "--sandbox", "workspace-write"}, {"codex", "exec", "-s", "read-only", "x"}, {"codex", "--full-auto"}, {"codex", "--sandbox=workspace-write"}} {
+		argv, warn := codex.CommandLine(own)
+		if !slices.Equal(argv, own) || !strings.Contains(warn, "bubblewrap") || !strings.Contains(warn, "leave out "+own[len(own)-1]) && !strings.Contains(warn, "leave out -") {
+			t.Errorf("%q: argv %q, warning %q", own, argv, warn)
+		}
+	}
+	if argv, warn := codex.CommandLine([]string{"codex", "exec", "--", "--sandbox"}); len(argv) != 6 || warn != "" {
+		t.Errorf("a prompt after -- read as a flag: %q %q", argv, warn)
+	}
+	claude, _ := ByName("claude")
+	if argv, warn := claude.CommandLine([]string{"claude", "-p", "x"}); len(argv) != 3 || warn != "" {
+		t.Errorf("claude's command line changed: %q %q", argv, warn)
+	}
+}

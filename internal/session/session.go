@@ -113,6 +113,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, err
 	}
 	dir, argv, path, prof := plan.Policy.Dir, plan.Argv, plan.Path, plan.Profiles
+	for _, w := range plan.Warnings {
+		warn("%s", w)
+	}
 
 	facts, err := kernel.Probe()
 	if err != nil {
@@ -407,6 +410,8 @@ type Plan struct {
 	Path     string // the command, found
 	Policy   policy.Policy
 	Profiles profile.Grants
+	// Warnings are what the user should know before the agent runs.
+	Warnings []string
 }
 
 // MakePlan resolves o for agent: the directory, the command, its profile,
@@ -439,6 +444,13 @@ func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
 	}
+	var warnings []string
+	if p, ok := profile.Detect(path); ok && slices.Contains(prof.Profiles, p.Name) {
+		var w string
+		if argv, w = p.CommandLine(argv); w != "" {
+			warnings = append(warnings, w)
+		}
+	}
 	o.Allow = append(slices.Clone(o.Allow), prof.Read...)
 	o.AllowWrite = append(slices.Clone(o.AllowWrite), prof.Write...)
 	allow, allowWrite, deny, err := resolveGrants(o, dir)
@@ -461,7 +473,7 @@ func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 			names[real] = "profile " + from
 		}
 	}
-	return Plan{Argv: argv, Path: path, Profiles: prof, Policy: policy.Policy{
+	return Plan{Argv: argv, Path: path, Profiles: prof, Warnings: warnings, Policy: policy.Policy{
 		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Files: files, Deny: deny,
 		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns,
 	}}, nil
