@@ -473,10 +473,14 @@ func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 			names[real] = "profile " + from
 		}
 	}
-	return Plan{Argv: argv, Path: path, Profiles: prof, Warnings: warnings, Policy: policy.Policy{
+	pol := policy.Policy{
 		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Files: files, Deny: deny,
 		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns,
-	}}, nil
+	}
+	if err := outsideCommand(pol, path); err != nil {
+		return Plan{}, err
+	}
+	return Plan{Argv: argv, Path: path, Profiles: prof, Warnings: warnings, Policy: pol}, nil
 }
 
 // profiles resolves the profiles asked for, or the one the command's name
