@@ -167,3 +167,26 @@ touch ready; exec sleep 300`
 	tm.tmux("send-keys", "-t", "s:watch", "q")
 	tm.waitFor("s:watch", `watch-exit=0`)
 }
+
+// TestLiveInteractiveGetsTheTerminal: an interactive session (a shell with
+// no script here; an agent without its batch flags alike) started on a
+// terminal without --headless would get /dev/null from the dashboard and
+// end at once: agent-lock says so and runs it on the terminal instead.
+func TestLiveInteractiveGetsTheTerminal(t *testing.T) {
+	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
+		t.Skip("runs in the test VMs (make vmtest)")
+	}
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, uid)
+	tm := &term{t: t, socket: filepath.Join(root, "tmux.sock")}
+	env := "TZ=UTC TERM=xterm-256color SUDO_UID=4242 SUDO_GID=4242 SUDO_USER=jailtest"
+	tm.tmux("-f", "/dev/null", "new-session", "-d", "-s", "s", "-n", "agent", "-x", "160", "-y", "45",
+		"sh", "-c", fmt.Sprintf("cd %s && env %s %s . -- bash --norc; echo session-exit=$?; sleep 600", dir, env, bin))
+	t.Cleanup(func() { exec.Command("tmux", "-S", tm.socket, "kill-server").Run() })
+	tm.waitFor("s:agent", `bash runs an interactive session, which needs this terminal`)
+	tm.tmux("send-keys", "-t", "s:agent", "echo typed-$((6*7)) > typed; exit", "Enter")
+	tm.waitFor("s:agent", `session-exit=0`)
+	if b, err := os.ReadFile(filepath.Join(dir, "typed")); err != nil || string(b) != "typed-42\n" {
+		t.Errorf("the shell did not run what was typed on its terminal: %q %v\n%s", b, err, tm.screen("s:agent"))
+	}
+}

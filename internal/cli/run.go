@@ -87,6 +87,15 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		Deny: append(slices.Clone(o.deny), recDir),
 	}
 
+	if !o.headless && isTerminal(stdout) && isTerminal(os.Stdin) {
+		if name := session.NeedsTerminal(o.command, agent.Shell); name != "" {
+			// The dashboard would take the terminal and give the agent
+			// /dev/null: an interactive session would end at once.
+			fmt.Fprintf(stderr, "agent-lock: %s runs an interactive session, which needs this terminal: running it here, as with --headless "+
+				"(watch it with `agent-lock watch` from another terminal; the dashboard is for agents given their task on the command line)\n", name)
+			o.headless = true
+		}
+	}
 	if o.headless || !isTerminal(stdout) || !isTerminal(os.Stdin) {
 		if o.reportPath == "" {
 			if o.format == "json" || (o.format == "" && !isTerminal(stderr)) {

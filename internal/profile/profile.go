@@ -53,6 +53,10 @@ type Profile struct {
 	// wins), and Why says what happens then, and what to do.
 	Args, Overrides []string
 	Why             string
+	// Batch are the agent's flags and subcommands that make it run
+	// without a terminal (a prompt given on the command line, --version);
+	// without one of them it is an interactive session, which needs one.
+	Batch []string
 }
 
 var node = Profile{
@@ -87,6 +91,8 @@ var all = []Profile{
 		Make: []string{".claude"},
 		Read: []string{".local/bin"},
 		Env:  []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+		Batch: []string{"-p", "--print", "-v", "--version", "-h", "--help", "agents", "auth", "auto-mode", "config", "doctor",
+			"gateway", "install", "mcp", "migrate-installer", "plugin", "plugins", "project", "setup-token", "update"},
 	},
 	{
 		Name: "codex", Agent: "OpenAI Codex CLI", Commands: []string{"codex"}, Uses: []string{"node"},
@@ -101,6 +107,8 @@ var all = []Profile{
 		// ~/.codex/config.toml.
 		Args:      []string{"-c", `sandbox_mode="danger-full-access"`},
 		Overrides: []string{"--sandbox", "-s", "--full-auto"},
+		Batch: []string{"exec", "e", "review", "login", "logout", "mcp", "mcp-server", "app-server", "apply", "a",
+			"completion", "sandbox", "debug", "features", "-V", "--version", "-h", "--help"},
 		Why: "Codex's own sandbox (bubblewrap) cannot start inside agent-lock's cell, which refuses the user namespaces and mounts it needs: " +
 			"every command would fail with \"error building bubblewrap command: Permission denied\". agent-lock is its sandbox: " +
 			"leave out %s, and agent-lock runs codex with -c sandbox_mode=\"danger-full-access\"",
@@ -111,6 +119,8 @@ var all = []Profile{
 		Write: []string{".gemini"},
 		Make:  []string{".gemini"},
 		Env:   []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"},
+		Batch: []string{"-p", "--prompt", "-v", "--version", "-h", "--help", "--acp", "--experimental-acp",
+			"mcp", "extensions", "extension", "skills", "skill", "hooks", "hook", "gemma"},
 	},
 	{
 		Name: "aider", Agent: "aider", Commands: []string{"aider"}, Uses: []string{"python"},
@@ -204,6 +214,26 @@ func (p Profile) CommandLine(argv []string) ([]string, string) {
 	}
 	out := append([]string{argv[0]}, p.Args...)
 	return append(out, argv[1:]...), ""
+}
+
+// Interactive says whether argv (the profile's agent) runs an interactive
+// session, which needs a terminal: none of its Batch flags or subcommands
+// is given. A profile that lists none is never said to be interactive.
+func (p Profile) Interactive(argv []string) bool {
+	if len(p.Batch) == 0 {
+		return false
+	}
+	for _, a := range argv[min(1, len(argv)):] {
+		if a == "--" {
+			break
+		}
+		for _, b := range p.Batch {
+			if a == b || strings.HasPrefix(b, "--") && strings.HasPrefix(a, b+"=") {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Grants are a set of profiles resolved against a home.
