@@ -34,7 +34,7 @@ step() {
 		echo "guest-suite: FAIL $name (exit $rc)"
 		failed+=("$name")
 		recap+=("--- $name (exit $rc):")
-		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^panic:|^(adversary|realwork|bench|worker): ' "$log" | head -40)
+		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^panic:|^(adversary|realwork|bench|worker|realagents): |^     (false alarm|step [0-9]|secrets|the |exit |timed out|could not)' "$log" | head -40)
 	fi
 	rm -f "$log"
 }
@@ -103,6 +103,7 @@ if [ "$engine" = landlock ]; then
 	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe'
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode|GitWorktree'
 	landlock_runners
+	step "realagents --engine landlock" .build/realagents -agent-lock .build/agent-lock -engine landlock
 	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
 	# the host's audit on for its run and holds the engine to reporting
 	# what they cover (mkdir, unlink, rename, signals, ...).
@@ -167,6 +168,25 @@ for runner in adversary realwork; do
 		step "$runner" ".build/$runner" -agent-lock .build/agent-lock "${adversary_args[@]}"
 	fi
 done
+
+# Real agents (test/realagents: Claude Code, Codex and Gemini CLI from
+# `make agents`, driven through a scripted session by a stand-in model
+# server on 127.0.0.1) in the guests named in REALAGENTS_ON (forky, which
+# ends before bookworm: that guest's Landlock subset is longer), jailed as a
+# first run and then as the returning user that run left; the unjailed
+# sessions, which test no kernel, run natively with the Landlock ones.
+# Under emulation the six took 14 minutes (forky, beside three other
+# guests on two cores).
+case " ${REALAGENTS_ON:-forky} " in
+*" ${AGENT_LOCK_KERNEL:-} "*)
+	if [ -x .build/realagents ]; then
+		step realagents .build/realagents -agent-lock .build/agent-lock -sessions first-run,returning
+	else
+		echo "guest-suite: SKIP realagents (.build/realagents not built)"
+	fi
+	;;
+*) echo "guest-suite: SKIP realagents (runs on: ${REALAGENTS_ON:-forky})" ;;
+esac
 
 # The Landlock engine's Go tests ran above with the others (observers,
 # TestLandlockEngine). Its whole adversary suite runs natively (make native,

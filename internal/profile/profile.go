@@ -32,10 +32,11 @@ type Profile struct {
 	// next to them, and makes on first use. Granted whether or not they
 	// exist, where their folder does.
 	Files []string
-	// Make are the folders of Write the agent creates on its first run.
-	// Where one is missing agent-lock makes it (as the user) before the
-	// cell opens: the kernel grants by identity, and a name that does not
-	// exist yet cannot be granted, so the agent could never make it.
+	// Make are the folders of Write (or Read) the agent creates, or
+	// needs, on its first run. Where one is missing agent-lock makes it
+	// (as the user) before the cell opens: the kernel grants by identity,
+	// and a name that does not exist yet cannot be granted, so the agent
+	// could never make it.
 	Make []string
 	// Seed is what a file of Files holds when agent-lock makes it, before
 	// the cell opens, where it is missing: the Landlock engine grants by
@@ -96,9 +97,15 @@ var all = []Profile{
 	},
 	{
 		Name: "codex", Agent: "OpenAI Codex CLI", Commands: []string{"codex"}, Uses: []string{"node"},
-		// ~/.codex: config.toml, auth.json, sessions, logs.
+		// ~/.codex: config.toml, auth.json, sessions, logs. Skills it
+		// reads from ~/.agents/skills too, and watches for new ones there
+		// (inotify): where the folder is missing it watches the home
+		// itself, which the cell refuses, so agent-lock makes it (empty)
+		// and grants it read-only (a skill is instructions for later
+		// sessions, not the agent's to write).
 		Write: []string{".codex"},
-		Make:  []string{".codex"},
+		Read:  []string{".agents/skills"},
+		Make:  []string{".codex", ".agents/skills"},
 		Env:   []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
 		// Codex runs its commands in a sandbox of its own (bubblewrap),
 		// which needs user namespaces and mounts: the cell refuses both,

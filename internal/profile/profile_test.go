@@ -83,8 +83,8 @@ func TestResolveMakesFirstRunFolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	codex, npm := filepath.Join(home, ".codex"), filepath.Join(home, ".npm")
-	if !slices.Contains(g.Missing, codex) || slices.Contains(g.Write, codex) || !slices.Equal(g.Unmade, []string{codex, npm}) {
+	codex, npm, skills := filepath.Join(home, ".codex"), filepath.Join(home, ".npm"), filepath.Join(home, ".agents/skills")
+	if !slices.Contains(g.Missing, codex) || slices.Contains(g.Write, codex) || !slices.Equal(g.Unmade, []string{skills, codex, npm}) {
 		t.Errorf("without mkdir: write %v, missing %v, unmade %v", g.Write, g.Missing, g.Unmade)
 	}
 	if _, err := os.Lstat(codex); err == nil {
@@ -95,10 +95,10 @@ func TestResolveMakesFirstRunFolders(t *testing.T) {
 	if g, err = Resolve([]string{"codex"}, home, &Maker{Dir: mkdir}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(made, []string{codex, npm}) {
-		t.Errorf("made %v, want ~/.codex and ~/.npm", made)
+	if !slices.Equal(made, []string{codex, skills, npm}) {
+		t.Errorf("made %v, want ~/.codex, ~/.agents/skills and ~/.npm", made)
 	}
-	if !slices.Contains(g.Write, codex) || !slices.Contains(g.Write, npm) || slices.Contains(g.Missing, codex) {
+	if !slices.Contains(g.Write, codex) || !slices.Contains(g.Write, npm) || !slices.Contains(g.Read, skills) || slices.Contains(g.Missing, codex) {
 		t.Errorf("with mkdir: write %v, missing %v", g.Write, g.Missing)
 	}
 	made = nil

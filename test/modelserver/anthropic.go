@@ -83,7 +83,10 @@ func anthropicCall(st Step, tools []string) (string, map[string]any) {
 	case st.Edit != nil:
 		return "Bash", map[string]any{"command": sedEdit(st.Edit), "description": st.Name}
 	}
-	return "Bash", map[string]any{"command": st.Shell, "description": st.Name}
+	// The longest timeout Claude Code takes: past its default (two
+	// minutes) it moves the command to the background, and an emulated
+	// npm install can take that long.
+	return "Bash", map[string]any{"command": st.Shell, "description": st.Name, "timeout": 600000}
 }
 
 // anthropicReply answers with content, streamed when the request asked.

@@ -61,6 +61,7 @@ type runner struct {
 	work    string
 	logs    string // where request logs are kept, or ""
 	verbose bool
+	wrap    []string
 }
 
 func run() int {
@@ -70,10 +71,12 @@ func run() int {
 		userName  = flag.String("user", "jailtest", "the unprivileged test `user` whose home is rewritten")
 		allow     = flag.Bool(testenv.AllowFlag, false, "run outside the test VM (AGENT_LOCK_VM=1), emptying the test user's home")
 		runRE     = flag.String("run", "", "run only agents whose name matches `regexp`")
-		kinds     = flag.String("sessions", unjailed+","+returning+","+firstRun, "the sessions to run for each agent, in order")
-		timeout   = flag.Duration("timeout", 15*time.Minute, "time limit of each session")
-		logs      = flag.String("logs", "", "keep each session's requests (JSON lines) and output in `dir`")
-		verbose   = flag.Bool("v", false, "print the agent's output and the tool results of sessions that fail")
+		kinds     = flag.String("sessions", unjailed+","+returning+","+firstRun, "the sessions to run for each agent, in order ("+
+			returning+" keeps the agent's state from the session before)")
+		timeout = flag.Duration("timeout", 15*time.Minute, "time limit of each session")
+		logs    = flag.String("logs", "", "keep each session's requests (JSON lines) and output in `dir`")
+		verbose = flag.Bool("v", false, "print the agent's output and the tool results of sessions that fail")
+		wrap    = flag.String("wrap", "", "run the agent under this `command` (split on spaces; strace -f -o FILE, say), with its profile named")
 	)
 	flag.Parse()
 	re, err := regexp.Compile(*runRE)
@@ -114,7 +117,7 @@ func run() int {
 	if *logs != "" {
 		os.MkdirAll(*logs, 0o755)
 	}
-	w := &runner{u: u, repo: repo, dir: filepath.Join(u.Home, "project"), work: work, logs: *logs, verbose: *verbose,
+	w := &runner{u: u, repo: repo, wrap: strings.Fields(*wrap), dir: filepath.Join(u.Home, "project"), work: work, logs: *logs, verbose: *verbose,
 		r: &testenv.Runner{User: u, AgentLock: bin, Engine: *engine, Scratch: scratch, Timeout: *timeout}}
 	defer func() {
 		testenv.KillSurvivors(u.UID, nil)
@@ -172,6 +175,7 @@ type outcome struct {
 	total    int
 	refusals []string // blocked records, each "op path"
 	reached  []string // allowed records (Landlock's documented limits)
+	costs    []string // refusals the Landlock engine documents, among refusals
 	leaked   []string // secrets found in requests
 	elapsed  time.Duration
 	problems []string
@@ -179,8 +183,8 @@ type outcome struct {
 }
 
 func (o outcome) summary() string {
-	s := fmt.Sprintf("%d/%d steps, %d refusals, %d reached, secrets seen by the model: %d, %v",
-		o.steps, o.total, len(o.refusals), len(o.reached), len(o.leaked), o.elapsed.Round(time.Second))
+	s := fmt.Sprintf("%d/%d steps, %d refusals (%d documented Landlock costs), %d reached, secrets seen by the model: %d, %v",
+		o.steps, o.total, len(o.refusals), len(o.costs), len(o.reached), len(o.leaked), o.elapsed.Round(time.Second))
 	if len(o.leaked) > 0 {
 		s += " (" + strings.Join(o.leaked, ", ") + ")"
 	}
@@ -302,7 +306,12 @@ func (w *runner) session(ctx context.Context, a agent, kind string) (o outcome) 
 		// The agents are installed in the repository, outside the home:
 		// granted read-only, as an install prefix like /opt would be.
 		report := w.r.NextReport()
-		res = w.r.Run(ctx, testenv.Proc{Argv: w.r.JailArgv(w.dir, report, argv, "--allow", install), Dir: w.dir,
+		flags := []string{"--allow", install}
+		if len(w.wrap) > 0 {
+			argv = append(append([]string{}, w.wrap...), argv...)
+			flags = append(flags, "--profile", a.name)
+		}
+		res = w.r.Run(ctx, testenv.Proc{Argv: w.r.JailArgv(w.dir, report, argv, flags...), Dir: w.dir,
 			Env: w.r.RootEnv(env...)})
 		w.r.ReadReport(&res, report)
 	} else {
@@ -408,8 +417,10 @@ func (w *runner) session(ctx context.Context, a agent, kind string) (o outcome) 
 		}
 	}
 
-	// Every refusal must be a scripted reach.
+	// Every refusal must be a scripted reach, or a cost the Landlock engine
+	// documents.
 	if jailed && res.Report != nil {
+		landlock := res.Report.Start != nil && strings.HasPrefix(res.Report.Start.Engine, "landlock")
 		for _, e := range res.Report.Escapes {
 			rec := e.Op + " " + e.Path
 			if e.Path2 != "" {
@@ -424,12 +435,17 @@ func (w *runner) session(ctx context.Context, a agent, kind string) (o outcome) 
 			} else {
 				o.refusals = append(o.refusals, rec)
 			}
-			if !isReach(e.Path, w.u.Home, w.dir) {
+			switch {
+			case isReach(e.Path, w.u.Home, w.dir):
+			case landlock && landlockCost(e, w.u.Home) != "":
+				o.costs = append(o.costs, rec+": "+landlockCost(e, w.u.Home))
+			default:
 				o.problems = append(o.problems, "false alarm: "+e.Verdict+" "+rec)
 			}
 		}
 		fmt.Fprintf(&detail, "    refusals: %s\n", strings.Join(o.refusals, "; "))
 		fmt.Fprintf(&detail, "    reached: %s\n", strings.Join(o.reached, "; "))
+		fmt.Fprintf(&detail, "    documented costs: %s\n", strings.Join(o.costs, "; "))
 	}
 	return o
 }

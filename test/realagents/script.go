@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agent-lock/agent-lock/test/modelserver"
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // step is one turn of the scripted session and how its tool result is
@@ -114,6 +115,18 @@ func script(dir, home, registryURL string, runnerPID int) []step {
 		{Step: modelserver.Step{Name: "plant a git hook", Shell: `printf '#!/bin/sh\necho planted\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo planted-hook`}, reach: true,
 			unjailedWant: []string{"planted-hook"}},
 	}
+}
+
+// landlockCost says which of the Landlock engine's documented costs a
+// refusal is, or "": saving a file granted by name in the home through a
+// temporary file next to it (Claude Code's ~/.claude.json.tmp.PID.N), which
+// Landlock, granting by identity, cannot grant (README, "Profiles under
+// Landlock").
+func landlockCost(e testenv.Record, home string) string {
+	if e.Verdict == "blocked" && e.Op == "write" && strings.HasPrefix(e.Path, filepath.Join(home, ".claude.json")+".") {
+		return "a save's temporary file next to ~/.claude.json (Landlock grants by identity)"
+	}
+	return ""
 }
 
 // isReach says whether an escape record's path is one of the scripted
