@@ -69,7 +69,7 @@ build:
 # Test binaries live at .build/tests/<package path>.test so the guest can
 # run each from its package directory.
 test-bins:
-	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench $(BUILD)/panebench
+	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench $(BUILD)/panebench $(BUILD)/realagents
 	@for pkg in $(VM_TEST_PKGS); do \
 		dir=$${pkg#./}; \
 		if ! compgen -G "$$dir/*_test.go" >/dev/null; then \
@@ -78,7 +78,7 @@ test-bins:
 		echo "$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir"; \
 		$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir; \
 	done
-	@for runner in adversary realwork bench panebench; do \
+	@for runner in adversary realwork bench panebench realagents; do \
 		if [ "$$($(GO) list -f '{{.Name}}' ./test/$$runner 2>/dev/null)" = main ]; then \
 			echo "$(GO) build -o $(BUILD)/$$runner ./test/$$runner"; \
 			$(GO) build -o $(BUILD)/$$runner ./test/$$runner; \
@@ -136,19 +136,33 @@ adversary: build
 	$(GO) build -o $(BUILD)/adversary ./test/adversary
 	$(VMTEST) $(VMTEST_FLAGS) -- $(BUILD)/adversary -agent-lock $(BUILD)/agent-lock
 
-# Real agents from the npm registry, pinned, for the profile tests (run
-# jailed from the test user's home in the guests and natively). Fetched
-# once; the tests fail, not skip, when they are missing.
+# Real agents from the npm registry, pinned, for the profile tests and the
+# scripted sessions of test/realagents (run jailed in the guests and
+# natively). Each is installed once in a prefix of its own,
+# .build/agents/NAME, as `npm install --prefix` makes one (its package.json
+# at the top, which the agents' own start-up looks for); the version
+# installed is named by .build/agents/NAME/.version-VERSION. The tests fail, not skip,
+# when one is missing.
 CLAUDE_CODE_VERSION := 2.1.197
+CODEX_VERSION := 0.171.0
+GEMINI_CLI_VERSION := 0.61.0
 AGENTS := $(BUILD)/agents
-agents: $(AGENTS)/claude-code-$(CLAUDE_CODE_VERSION)/.done
+agents: $(AGENTS)/claude-code/.version-$(CLAUDE_CODE_VERSION) \
+	$(AGENTS)/codex/.version-$(CODEX_VERSION) \
+	$(AGENTS)/gemini/.version-$(GEMINI_CLI_VERSION)
 
-$(AGENTS)/claude-code-$(CLAUDE_CODE_VERSION)/.done:
-	rm -rf $(@D) && mkdir -p $(@D)
-	npm install --prefix $(@D) --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
-	test -x $(@D)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
-	ln -sfn claude-code-$(CLAUDE_CODE_VERSION) $(AGENTS)/claude-code
-	touch $@
+# agent NAME PACKAGE VERSION COMMAND: installs PACKAGE@VERSION, checks
+# that it left COMMAND (relative to the prefix).
+define agent
+$(AGENTS)/$(1)/.version-$(3):
+	rm -rf $(AGENTS)/$(1) $(AGENTS)/$(1)-* && mkdir -p $(AGENTS)/$(1)
+	npm install --prefix $(AGENTS)/$(1) --no-audit --no-fund --loglevel=error $(2)@$(3)
+	test -x $(AGENTS)/$(1)/$(4)
+	touch $$@
+endef
+$(eval $(call agent,claude-code,@anthropic-ai/claude-code,$(CLAUDE_CODE_VERSION),node_modules/@anthropic-ai/claude-code/bin/claude.exe))
+$(eval $(call agent,codex,@openai/codex,$(CODEX_VERSION),node_modules/.bin/codex))
+$(eval $(call agent,gemini,@google/gemini-cli,$(GEMINI_CLI_VERSION),node_modules/.bin/gemini))
 
 # Installs only what is missing, so it is quick on a prepared machine.
 define apt_install

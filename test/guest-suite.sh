@@ -34,7 +34,7 @@ step() {
 		echo "guest-suite: FAIL $name (exit $rc)"
 		failed+=("$name")
 		recap+=("--- $name (exit $rc):")
-		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^ +[a-z_]+_test\.go:[0-9]+: |^panic:|^(adversary|realwork|bench|panebench|worker): ' "$log" | head -40)
+		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^ +[a-z_]+_test\.go:[0-9]+: |^panic:|^(adversary|realwork|bench|panebench|worker|realagents): |^     (false alarm|step [0-9]|secrets|the |exit |timed out|could not)' "$log" | head -40)
 	fi
 	rm -f "$log"
 }
@@ -121,6 +121,7 @@ if [ "$engine" = landlock ]; then
 	if [ "${AGENT_LOCK_NATIVE:-}" = 1 ] && [ -x .build/bench ]; then
 		step "bench-smoke --engine landlock" .build/bench -smoke -engine landlock -agent-lock .build/agent-lock
 	fi
+	step "realagents --engine landlock" .build/realagents -agent-lock .build/agent-lock -engine landlock
 	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
 	# the host's audit on for its run and holds the engine to reporting
 	# what they cover (mkdir, unlink, rename, signals, ...).
@@ -186,6 +187,25 @@ for runner in adversary realwork; do
 		step "$runner" ".build/$runner" -agent-lock .build/agent-lock "${adversary_args[@]}"
 	fi
 done
+
+# Real agents (test/realagents: Claude Code, Codex and Gemini CLI from
+# `make agents`, driven through a scripted session by a stand-in model
+# server on 127.0.0.1) in the guests named in REALAGENTS_ON (forky, which
+# ends before bookworm: that guest's Landlock subset is longer), jailed as a
+# first run and then as the returning user that run left; the unjailed
+# sessions, which test no kernel, run natively with the Landlock ones.
+# Under emulation the six took 14 minutes (forky, beside three other
+# guests on two cores).
+case " ${REALAGENTS_ON:-forky} " in
+*" ${AGENT_LOCK_KERNEL:-} "*)
+	if [ -x .build/realagents ]; then
+		step realagents .build/realagents -agent-lock .build/agent-lock -sessions first-run,returning
+	else
+		echo "guest-suite: SKIP realagents (.build/realagents not built)"
+	fi
+	;;
+*) echo "guest-suite: SKIP realagents (runs on: ${REALAGENTS_ON:-forky})" ;;
+esac
 
 # The Landlock engine's Go tests ran above with the others (observers,
 # TestLandlockEngine). Its whole adversary suite runs natively (make native,

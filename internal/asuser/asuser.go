@@ -88,6 +88,22 @@ func open(id ID, path string, flag int, perm uint32) (*os.File, error) {
 	return f, err
 }
 
+// CreateFile makes the file path (0600) holding content, as id. It fails
+// if path exists, whatever it is (a symlink is not followed).
+func CreateFile(id ID, path, content string) error {
+	return Do(id, func() error {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteString(content); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	})
+}
+
 // ErrTooLarge is ReadFile's answer for a file longer than its limit.
 var ErrTooLarge = errors.New("file too large")
 

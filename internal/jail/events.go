@@ -152,6 +152,9 @@ func (j *Jail) decode(raw []byte) (Event, error) {
 	}
 	if e.Flags&evAsGiven != 0 {
 		ev.Path = asGiven(j.names, e.Pid, e.Tid, e.Dev, string(raw[pathOff:pathOff+n1]), string(raw[pathOff+n1:pathOff+n1+n2]))
+		if ev.Denied && ev.Rule == "" {
+			ev.Rule = j.deniedBy(ev.Path)
+		}
 		return ev, nil
 	}
 	if n1 > 0 {
@@ -161,6 +164,24 @@ func (j *Jail) decode(raw []byte) (Event, error) {
 		ev.Path2 = j.name(e.Dev2, raw[pathOff+n1:pathOff+n1+n2])
 	}
 	return ev, nil
+}
+
+// deniedBy names the denial root a refused name lies in, or "". The
+// observers see a refusal only as the name the process gave (nothing was
+// opened to walk from); where another LSM refused a name inside a denial
+// root (Landlock, whose grants are carved around it), that root is why.
+func (j *Jail) deniedBy(path string) string {
+	best := -1
+	for i, r := range j.denied {
+		if (path == r.Path || strings.HasPrefix(path, strings.TrimSuffix(r.Path, "/")+"/")) &&
+			(best < 0 || len(r.Path) > len(j.denied[best].Path)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return j.denied[best].Name
 }
 
 // nameSlots is the size of the cache of decoded names: direct-mapped, so a

@@ -128,6 +128,8 @@ type Jail struct {
 	// rules names what event.rule numbers: a rule root (its index in the
 	// registered rules + 1) or a protected entry (protRule + its node).
 	rules map[uint32]string
+	// denied are the denial roots, for the observers' refusals (decode).
+	denied []Rule
 
 	// sealed are the rule roots the kernel sealed (no denial above).
 	sealed []string
@@ -362,6 +364,11 @@ func Load(cfg Config) (*Jail, error) {
 	}
 	rules := cfg.Rules
 	if cfg.Observe {
+		for _, r := range cfg.Rules {
+			if r.Flags&Deny != 0 {
+				j.denied = append(j.denied, r)
+			}
+		}
 		// A socket cannot be opened, so no open-family tracepoint sees it;
 		// the observers have no use for socket rules anyway.
 		rules = nil

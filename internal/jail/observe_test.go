@@ -311,6 +311,39 @@ func TestObservePatterns(t *testing.T) {
 	}
 }
 
+// TestObserveOPathAndDenial: an O_PATH open reads nothing, and Landlock
+// does not check it: it is not reported (Claude Code's runtime resolves
+// paths with it, ~/.ssh among them, and each came out as a reached read).
+// A refused read inside a denial root names that root as its rule, as the
+// BPF LSM's refusal would.
+func TestObserveOPathAndDenial(t *testing.T) {
+	var secret string
+	c := newObservedPolicy(t, func(p *policy.Policy) {
+		secret = filepath.Join(filepath.Dir(p.Dir), "project2", "keys")
+		os.MkdirAll(secret, 0o755)
+		os.WriteFile(filepath.Join(secret, "id_test"), []byte("KEY\n"), 0o600) // root's: EACCES
+		p.Deny = []string{secret}
+	})
+	got, _ := c.run(`python3 -c 'import os, sys; [os.close(os.open(p, os.O_PATH)) for p in sys.argv[1:]]' "$OUT/readable" "$OUT/keys/id_test"
+		cat "$OUT/keys/id_test" 2>/dev/null; echo done`)
+	if got != "done\n" {
+		t.Fatalf("script: %q", got)
+	}
+	key := filepath.Join(secret, "id_test")
+	var refused []jail.Event
+	for _, e := range c.events() {
+		if e.Path == filepath.Join(c.out, "readable") || (e.Path == key && e.Comm != "cat") {
+			t.Errorf("an O_PATH open was reported: %+v", e)
+		}
+		if e.Path == key && e.Comm == "cat" {
+			refused = append(refused, e)
+		}
+	}
+	if len(refused) != 1 || !refused[0].Denied || refused[0].Rule != "--deny "+secret {
+		t.Errorf("the refused read of %s: %+v, want one, denied, with rule %q", key, refused, "--deny "+secret)
+	}
+}
+
 // TestObserveInBoundsSampled: in-bounds opens reach the stream as a sample,
 // at most one per CPU every 100 ms (a build must not flood the ring buffer
 // escapes need), while the counters count every one.

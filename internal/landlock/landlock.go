@@ -278,6 +278,9 @@ func Exec(args []string) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
+	if err := grantProc(); err != nil {
+		return err
+	}
 	// This thread only: it is the one that execs, and exec ends the
 	// others, which run nothing of the agent's.
 	if err := ll.LandlockRestrictSelf(RulesetFD, uint32(flags)); err != nil {
@@ -293,6 +296,24 @@ func Exec(args []string) error {
 	return syscall.Exec(path, argv, os.Environ())
 }
 
+// grantProc grants the /proc this process sees, read-only. The agent has
+// a /proc of its own (a new instance, mounted in its mount namespace so
+// that it lists only the processes it may look at), and the ruleset was
+// made where agent-lock sees the host's: Landlock's rules hold inodes, so
+// the agent's /proc is granted here, where it is the one mounted.
+func grantProc() error {
+	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /proc: %w", err)
+	}
+	defer unix.Close(fd)
+	attr := ll.PathBeneathAttr{AllowedAccess: ll.AccessFSReadFile | ll.AccessFSReadDir, ParentFd: fd}
+	if err := ll.LandlockAddPathBeneathRule(RulesetFD, &attr, 0); err != nil {
+		return fmt.Errorf("landlock: grant /proc: %w", err)
+	}
+	return nil
+}
+
 // Limits are the side doors the Landlock engine leaves open on a kernel
 // with Landlock ABI abi, which the BPF-LSM engine closes: what doctor, the
 // report and the dashboard tell the user, and what the adversary suite
@@ -301,7 +322,6 @@ func Limits(abi int) []string {
 	l := []string{
 		"metadata of outside files (chmod, chown, utimes, xattrs read and written)",
 		"inotify watches outside",
-		"other processes' /proc cmdline and status",
 		"other processes' scheduling, priority and limits (renice, taskset, chrt, ionice, prlimit)",
 		"reads and writes through hard links made before the session, to denied files too",
 		"outside processes connecting to the agent's unix sockets, and descriptors the agent receives",

@@ -32,16 +32,28 @@ type Profile struct {
 	// next to them, and makes on first use. Granted whether or not they
 	// exist, where their folder does.
 	Files []string
-	// Make are the folders of Write the agent creates on its first run.
-	// Where one is missing agent-lock makes it (as the user) before the
-	// cell opens: the kernel grants by identity, and a name that does not
-	// exist yet cannot be granted, so the agent could never make it.
+	// Make are the folders of Write (or Read) the agent creates, or
+	// needs, on its first run. Where one is missing agent-lock makes it
+	// (as the user) before the cell opens: the kernel grants by identity,
+	// and a name that does not exist yet cannot be granted, so the agent
+	// could never make it.
 	Make []string
+	// Seed is what a file of Files holds when agent-lock makes it, before
+	// the cell opens, where it is missing: the Landlock engine grants by
+	// identity, so the agent could not make it there (under the BPF LSM,
+	// which grants it by name, it could).
+	Seed map[string]string
 	// Env are the variables it reads its credentials from: passed to it
 	// although they look like secrets.
 	Env []string
 	// Uses are the toolchain profiles it runs on, granted with it.
 	Uses []string
+	// Args are added after the command's name when the profile is the
+	// command's own: settings the agent needs to work in the cell.
+	// Overrides are the agent's flags that undo them (the command line
+	// wins), and Why says what happens then, and what to do.
+	Args, Overrides []string
+	Why             string
 }
 
 var node = Profile{
@@ -71,16 +83,34 @@ var all = []Profile{
 		// and links ~/.local/bin/claude.
 		Write: []string{".claude", ".cache/claude", ".local/share/claude", ".local/state/claude"},
 		Files: []string{".claude.json"},
-		Make:  []string{".claude"},
-		Read:  []string{".local/bin"},
-		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+		// An empty JSON object: Claude Code's first run fills it in.
+		Seed: map[string]string{".claude.json": "{}\n"},
+		Make: []string{".claude"},
+		Read: []string{".local/bin"},
+		Env:  []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
 	},
 	{
 		Name: "codex", Agent: "OpenAI Codex CLI", Commands: []string{"codex"}, Uses: []string{"node"},
-		// ~/.codex: config.toml, auth.json, sessions, logs.
+		// ~/.codex: config.toml, auth.json, sessions, logs. Skills it
+		// reads from ~/.agents/skills too, and watches for new ones there
+		// (inotify): where the folder is missing it watches the home
+		// itself, which the cell refuses, so agent-lock makes it (empty)
+		// and grants it read-only (a skill is instructions for later
+		// sessions, not the agent's to write).
 		Write: []string{".codex"},
-		Make:  []string{".codex"},
+		Read:  []string{".agents/skills"},
+		Make:  []string{".codex", ".agents/skills"},
 		Env:   []string{"OPENAI_API_KEY", "CODEX_API_KEY"},
+		// Codex runs its commands in a sandbox of its own (bubblewrap),
+		// which needs user namespaces and mounts: the cell refuses both,
+		// so it would fail every command. The cell is its sandbox; its
+		// documented setting for that is sandbox_mode, which -c sets over
+		// ~/.codex/config.toml.
+		Args:      []string{"-c", `sandbox_mode="danger-full-access"`},
+		Overrides: []string{"--sandbox", "-s", "--full-auto"},
+		Why: "Codex's own sandbox (bubblewrap) cannot start inside agent-lock's cell, which refuses the user namespaces and mounts it needs: " +
+			"every command would fail with \"error building bubblewrap command: Permission denied\". agent-lock is its sandbox: " +
+			"leave out %s, and agent-lock runs codex with -c sandbox_mode=\"danger-full-access\"",
 	},
 	{
 		Name: "gemini", Agent: "Gemini CLI", Commands: []string{"gemini"}, Uses: []string{"node"},
@@ -163,6 +193,26 @@ func Detect(path string) (Profile, bool) {
 	return Profile{}, false
 }
 
+// CommandLine is argv with the profile's Args added after the command's
+// name, and a warning when argv overrides them (an Overrides flag).
+func (p Profile) CommandLine(argv []string) ([]string, string) {
+	if len(p.Args) == 0 || len(argv) == 0 {
+		return argv, ""
+	}
+	for _, a := range argv[1:] {
+		if a == "--" {
+			break
+		}
+		for _, o := range p.Overrides {
+			if a == o || strings.HasPrefix(a, o+"=") {
+				return argv, fmt.Sprintf(p.Why, a)
+			}
+		}
+	}
+	out := append([]string{argv[0]}, p.Args...)
+	return append(out, argv[1:]...), ""
+}
+
 // Grants are a set of profiles resolved against a home.
 type Grants struct {
 	Profiles []string // the names, including the toolchains they use
@@ -171,8 +221,8 @@ type Grants struct {
 	Write, Read, Missing []string
 	// Files are the absolute Profile.Files whose folder exists.
 	Files []string
-	// Unmade are the Missing folders a run makes (Profile.Make) when
-	// Resolve is given no mkdir.
+	// Unmade are the missing folders (Profile.Make) and files
+	// (Profile.Seed) a run makes, when Resolve is given no Maker.
 	Unmade []string
 	Env    []string
 	// From names the profile that granted each path of Write, Read and
@@ -180,11 +230,17 @@ type Grants struct {
 	From map[string]string
 }
 
+// Maker makes what a first run lacks, in the user's home, as the user.
+type Maker struct {
+	Dir  func(path string) error
+	File func(path, content string) error
+}
+
 // Resolve expands names (with the toolchains they use) against home.
-// An unknown name is an error that lists the known ones. With mkdir, the
-// profiles' missing Make folders are made first (and granted); without,
-// they are listed Missing like the rest.
-func Resolve(names []string, home string, mkdir func(path string) error) (Grants, error) {
+// An unknown name is an error that lists the known ones. With mk, the
+// profiles' missing Make folders and Seed files are made first (and
+// granted); without, they are listed Missing (and Unmade).
+func Resolve(names []string, home string, mk *Maker) (Grants, error) {
 	g := Grants{From: map[string]string{}}
 	seen := map[string]bool{}
 	var add func(name string) error
@@ -202,11 +258,27 @@ func Resolve(names []string, home string, mkdir func(path string) error) (Grants
 			if _, err := os.Lstat(abs); err == nil {
 				continue
 			}
-			if mkdir == nil {
+			if mk == nil {
 				g.Unmade = append(g.Unmade, abs)
 				continue
 			}
-			if err := mkdir(abs); err != nil {
+			if err := mk.Dir(abs); err != nil {
+				return fmt.Errorf("make %s for the %s profile: %w", abs, name, err)
+			}
+		}
+		for rel, content := range p.Seed {
+			abs := filepath.Join(home, rel)
+			if _, err := os.Lstat(abs); err == nil {
+				continue
+			}
+			if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
+				continue // no home to make it in: left Missing below
+			}
+			if mk == nil {
+				g.Unmade = append(g.Unmade, abs)
+				continue
+			}
+			if err := mk.File(abs, content); err != nil {
 				return fmt.Errorf("make %s for the %s profile: %w", abs, name, err)
 			}
 		}

@@ -83,8 +83,8 @@ func TestResolveMakesFirstRunFolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	codex, npm := filepath.Join(home, ".codex"), filepath.Join(home, ".npm")
-	if !slices.Contains(g.Missing, codex) || slices.Contains(g.Write, codex) || !slices.Equal(g.Unmade, []string{codex, npm}) {
+	codex, npm, skills := filepath.Join(home, ".codex"), filepath.Join(home, ".npm"), filepath.Join(home, ".agents/skills")
+	if !slices.Contains(g.Missing, codex) || slices.Contains(g.Write, codex) || !slices.Equal(g.Unmade, []string{skills, codex, npm}) {
 		t.Errorf("without mkdir: write %v, missing %v, unmade %v", g.Write, g.Missing, g.Unmade)
 	}
 	if _, err := os.Lstat(codex); err == nil {
@@ -92,20 +92,20 @@ func TestResolveMakesFirstRunFolders(t *testing.T) {
 	}
 	var made []string
 	mkdir := func(p string) error { made = append(made, p); return os.MkdirAll(p, 0o700) }
-	if g, err = Resolve([]string{"codex"}, home, mkdir); err != nil {
+	if g, err = Resolve([]string{"codex"}, home, &Maker{Dir: mkdir}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(made, []string{codex, npm}) {
-		t.Errorf("made %v, want ~/.codex and ~/.npm", made)
+	if !slices.Equal(made, []string{codex, skills, npm}) {
+		t.Errorf("made %v, want ~/.codex, ~/.agents/skills and ~/.npm", made)
 	}
-	if !slices.Contains(g.Write, codex) || !slices.Contains(g.Write, npm) || slices.Contains(g.Missing, codex) {
+	if !slices.Contains(g.Write, codex) || !slices.Contains(g.Write, npm) || !slices.Contains(g.Read, skills) || slices.Contains(g.Missing, codex) {
 		t.Errorf("with mkdir: write %v, missing %v", g.Write, g.Missing)
 	}
 	made = nil
-	if Resolve([]string{"codex"}, home, mkdir); len(made) != 0 {
+	if Resolve([]string{"codex"}, home, &Maker{Dir: mkdir}); len(made) != 0 {
 		t.Errorf("made %v again", made)
 	}
-	_, err = Resolve([]string{"gemini"}, home, func(string) error { return os.ErrPermission })
+	_, err = Resolve([]string{"gemini"}, home, &Maker{Dir: func(string) error { return os.ErrPermission }})
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(home, ".gemini")) || !strings.Contains(err.Error(), "gemini profile") {
 		t.Errorf("a failed make: %v", err)
 	}
@@ -131,5 +131,60 @@ func TestProfilesStayNarrow(t *testing.T) {
 				t.Errorf("%s uses unknown profile %s", p.Name, u)
 			}
 		}
+	}
+}
+
+// TestSeed: a profile's file its agent makes on a first run is made by the
+// run (with its seed) before the cell opens, where its folder exists; the
+// plan lists it as one a run makes, and an existing one is left alone.
+func TestSeed(t *testing.T) {
+	home := t.TempDir()
+	cfg := filepath.Join(home, ".claude.json")
+	g, err := Resolve([]string{"claude"}, home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(g.Unmade, cfg) {
+		t.Errorf("unmade %v: ~/.claude.json missing from what a run makes", g.Unmade)
+	}
+	var files []string
+	mk := &Maker{Dir: func(p string) error { return os.MkdirAll(p, 0o700) },
+		File: func(p, content string) error {
+			files = append(files, p)
+			return os.WriteFile(p, []byte(content), 0o600)
+		}}
+	if _, err := Resolve([]string{"claude"}, home, mk); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(cfg); err != nil || string(b) != "{}\n" || !slices.Equal(files, []string{cfg}) {
+		t.Errorf("~/.claude.json: %q %v, made %v", b, err, files)
+	}
+	files = nil
+	if Resolve([]string{"claude"}, home, mk); len(files) != 0 {
+		t.Errorf("an existing file was made again: %v", files)
+	}
+}
+
+// TestCommandLine: Codex's profile adds the setting that makes agent-lock
+// its sandbox after the command's name; a command line that asks for its
+// own sandbox keeps it, and gets a warning that says what to do.
+func TestCommandLine(t *testing.T) {
+	codex, _ := ByName("codex")
+	argv, warn := codex.CommandLine([]string{"codex", "exec", "fix it"})
+	if want := []string{"codex", "-c", `sandbox_mode="danger-full-access"`, "exec", "fix it"}; !slices.Equal(argv, want) || warn != "" {
+		t.Errorf("argv %q (warning %q), want %q", argv, warn, want)
+	}
+	for _, own := range [][]string{{"codex", "--sandbox", "workspace-write"}, {"codex", "exec", "-s", "read-only", "x"}, {"codex", "--full-auto"}, {"codex", "--sandbox=workspace-write"}} {
+		argv, warn := codex.CommandLine(own)
+		if !slices.Equal(argv, own) || !strings.Contains(warn, "bubblewrap") || !strings.Contains(warn, "leave out "+own[len(own)-1]) && !strings.Contains(warn, "leave out -") {
+			t.Errorf("%q: argv %q, warning %q", own, argv, warn)
+		}
+	}
+	if argv, warn := codex.CommandLine([]string{"codex", "exec", "--", "--sandbox"}); len(argv) != 6 || warn != "" {
+		t.Errorf("a prompt after -- read as a flag: %q %q", argv, warn)
+	}
+	claude, _ := ByName("claude")
+	if argv, warn := claude.CommandLine([]string{"claude", "-p", "x"}); len(argv) != 3 || warn != "" {
+		t.Errorf("claude's command line changed: %q %q", argv, warn)
 	}
 }

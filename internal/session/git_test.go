@@ -89,7 +89,7 @@ func TestGitInit(t *testing.T) {
 	}
 	for _, engine := range engines {
 		dir, mark := fresh(engine)
-		rep := filepath.Join(t.TempDir(), "r.jsonl")
+		rep := testenv.ReportPath(t, 4242)
 		cmd := exec.Command(bin, "--engine", engine, "--headless", "--report", rep, dir, "--", "/bin/sh", "-c", gitInitScript)
 		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin", "MARK="+mark)
 		b, err := cmd.CombinedOutput()

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/agent-lock/agent-lock/internal/profile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,7 +33,7 @@ func TestPlanKeepsAgentLockStateFromTheAgent(t *testing.T) {
 
 	o.AllowHome = true
 	var made []string
-	plan, err := makePlan(o, agent, func(p string) error { made = append(made, p); return os.MkdirAll(p, 0o700) })
+	plan, err := makePlan(o, agent, &profile.Maker{Dir: func(p string) error { made = append(made, p); return os.MkdirAll(p, 0o700) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestPlanKeepsAgentLockStateFromTheAgent(t *testing.T) {
 	os.Mkdir(proj, 0o755)
 	made = nil
 	plan, err = makePlan(Options{Dir: proj, Command: []string{"true"}, Private: []string{filepath.Join(home, ".cache/x")}, Profiles: []string{"none"}},
-		agent, func(p string) error { made = append(made, p); return nil })
+		agent, &profile.Maker{Dir: func(p string) error { made = append(made, p); return nil }})
 	if err != nil || len(made) > 0 || len(plan.Notes) > 0 {
 		t.Errorf("a project beside the state: made %v, notes %v, %v", made, plan.Notes, err)
 	}

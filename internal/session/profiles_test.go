@@ -247,11 +247,12 @@ func TestRealClaudeCode(t *testing.T) {
 	// Claude Code saves ~/.claude.json under a lock (~/.claude.json.lock)
 	// through a temporary file next to it (~/.claude.json.tmp.PID.N)
 	// renamed over it, and makes it on first use. The claude profile grants
-	// it by name with those siblings: under the BPF LSM the first save
-	// makes it and the second replaces what the first made, with nothing
-	// refused. Landlock grants by identity: the file must exist, the lock
-	// and the temporary file are refused (and reported), and on EACCES
-	// Claude Code saves in place.
+	// it by name with those siblings, and agent-lock makes it ({}) as the
+	// user where it is missing: under the BPF LSM the first save replaces
+	// it and the second replaces what the first made, with nothing
+	// refused. Landlock grants by identity: the file made before the cell
+	// opened is granted, the lock and the temporary file are refused (and
+	// reported), and on EACCES Claude Code saves in place.
 	engine := "bpf-lsm"
 	if err := exec.Command(bin, "doctor", "--engine", "bpf-lsm").Run(); err != nil {
 		engine = "landlock"
@@ -261,8 +262,6 @@ func TestRealClaudeCode(t *testing.T) {
 	t.Cleanup(func() { os.Remove(cfg) })
 	servers := []string{"agentlocktest", "agentlocktest2"}
 	if engine == "landlock" {
-		os.WriteFile(cfg, []byte("{}\n"), 0o600)
-		os.Chown(cfg, 4242, 4242)
 		servers = servers[:1]
 	}
 	for _, name := range servers {

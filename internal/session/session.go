@@ -128,7 +128,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	// A first run: the agent's own folders (~/.codex, ...) are made, as
 	// the user, so that the cell can grant them.
-	plan, err := makePlan(o, agent, func(p string) error { return asuser.MkdirAll(agent.ID(), p) })
+	plan, err := makePlan(o, agent, &profile.Maker{
+		Dir:  func(p string) error { return asuser.MkdirAll(agent.ID(), p) },
+		File: func(p, content string) error { return asuser.CreateFile(agent.ID(), p, content) },
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -159,6 +162,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys, StreamInBounds: true}
 	pol := plan.Policy
 	pol.TmpDir = tmp
+	view, rcDir := shellSetup(agent, &pol, warn)
+	defer os.RemoveAll(rcDir)
 	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, o.BestEffort, warn)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -238,7 +243,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(term)
 
-	started, done := startNoNewPrivs(cmd)
+	started, done := startNoNewPrivs(cmd, view, warn)
 	err = <-started
 	// After the start: the agent must not inherit the ignored SIGTTOU.
 	releaseTerminal := holdTerminal(foregrounded)
@@ -300,7 +305,7 @@ wait:
 				events = nil
 				continue
 			}
-			writeEvent(o.Report, ev, &opens)
+			writeEvent(o.Report, view.named(ev), &opens)
 		case s := <-term:
 			end(s.(syscall.Signal))
 		case <-progress.C:
@@ -323,7 +328,7 @@ wait:
 	}
 	releaseTerminal()
 	for ev := range cell.drain() {
-		writeEvent(o.Report, ev, &opens)
+		writeEvent(o.Report, view.named(ev), &opens)
 	}
 	undone, left := cell.tw.finish()
 	final, err := cell.counters()
@@ -394,15 +399,20 @@ func (s *sampler) take(t time.Time) bool {
 }
 
 // startNoNewPrivs starts cmd from a thread with no_new_privs set, which the
-// child inherits, so setuid programs cannot raise the agent. The thread stays
+// child inherits, so setuid programs cannot raise the agent, and in the
+// agent's view of the mounts (view). The thread stays
 // locked and waits for the child: Pdeathsig fires when the creating thread
 // exits, and the thread must not go back to the pool with the flag set.
-func startNoNewPrivs(cmd *exec.Cmd) (<-chan error, <-chan int) {
+func startNoNewPrivs(cmd *exec.Cmd, view agentView, warn warner) (<-chan error, <-chan int) {
 	started := make(chan error, 1)
 	done := make(chan int, 1)
 	go func() {
 		runtime.LockOSThread()
-		// No UnlockOSThread: the thread exits with the goroutine.
+		// No UnlockOSThread: the thread exits with the goroutine, in the
+		// agent's mount namespace.
+		for _, w := range view.enter() {
+			warn("%s", w)
+		}
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			started <- fmt.Errorf("set no_new_privs: %w", err)
 			return
@@ -486,9 +496,9 @@ type Plan struct {
 // a profile's folders that a run would make are listed missing.
 func MakePlan(o Options, agent Agent) (Plan, error) { return makePlan(o, agent, nil) }
 
-// makePlan is MakePlan that, with mkdir, makes the profiles' missing
-// folders (profile.Profile.Make) first.
-func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
+// makePlan is MakePlan that, with mk, makes the profiles' missing
+// folders and files (profile.Profile.Make, Seed) first.
+func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 	dir, err := ResolveDir(o.Dir)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
@@ -516,9 +526,15 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 			return Plan{}, fail(ExitFailed, fmt.Errorf("--allow-unix %s: %w", s, err))
 		}
 	}
-	prof, err := profiles(o.Profiles, path, agent.Home, mkdir)
+	prof, err := profiles(o.Profiles, path, agent.Home, mk)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
+	}
+	if p, ok := profile.Detect(path); ok && slices.Contains(prof.Profiles, p.Name) {
+		var w string
+		if argv, w = p.CommandLine(argv); w != "" {
+			notes = append(notes, w)
+		}
 	}
 	o.Allow = append(slices.Clone(o.Allow), prof.Read...)
 	o.AllowWrite = append(slices.Clone(o.AllowWrite), prof.Write...)
@@ -544,11 +560,11 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 			if !inReach {
 				continue // nothing to protect, and the agent cannot make it
 			}
-			if mkdir == nil {
+			if mk == nil {
 				notes[len(notes)-1] += " (made first, as you: it is missing)"
 				continue
 			}
-			if err := mkdir(real); err != nil {
+			if err := mk.Dir(real); err != nil {
 				return Plan{}, fail(ExitFailed, fmt.Errorf("make %s, to keep it from the agent: %w", p, err))
 			}
 		}
@@ -570,15 +586,19 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 			names[real] = "profile " + from
 		}
 	}
-	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Policy: policy.Policy{
+	pol := policy.Policy{
 		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Files: files, Deny: deny,
 		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns, Private: private,
-	}}, nil
+	}
+	if err := outsideCommand(pol, path); err != nil {
+		return Plan{}, err
+	}
+	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Policy: pol}, nil
 }
 
 // profiles resolves the profiles asked for, or the one the command's name
 // selects.
-func profiles(names []string, path, home string, mkdir func(string) error) (profile.Grants, error) {
+func profiles(names []string, path, home string, mk *profile.Maker) (profile.Grants, error) {
 	if len(names) == 0 {
 		if p, ok := profile.Detect(path); ok {
 			names = []string{p.Name}
@@ -590,7 +610,7 @@ func profiles(names []string, path, home string, mkdir func(string) error) (prof
 		}
 		return profile.Grants{}, nil
 	}
-	g, err := profile.Resolve(names, home, mkdir)
+	g, err := profile.Resolve(names, home, mk)
 	if err != nil {
 		return g, fmt.Errorf("--profile: %w", err)
 	}

@@ -138,7 +138,7 @@ func TestGitWorktree(t *testing.T) {
 		// The main worktree, with the user's linked worktree outside DIR.
 		fresh()
 		repo := filepath.Join(base, "repo")
-		rep = filepath.Join(t.TempDir(), "r.jsonl")
+		rep = testenv.ReportPath(t, 4242)
 		cmd = exec.Command(bin, "--engine", engine, "--headless", "--report", rep, repo, "--", "/bin/sh", "-c", mainScript)
 		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")
 		b, err = cmd.CombinedOutput()

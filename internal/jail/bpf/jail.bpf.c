@@ -2136,13 +2136,34 @@ int BPF_PROG(path_chroot, const struct path *path)
 
 /* ---- other processes ---------------------------------------------------- */
 
+/* Whether the caller is listing a directory: getdents64 (or the old
+ * getdents), read from the system call number its registers hold. Only
+ * where the kernel's registers have orig_ax (x86-64); elsewhere no. */
+static __always_inline int listing_dir(void)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	long nr;
+
+	if (!regs || !bpf_core_field_exists(regs->orig_ax))
+		return 0;
+	nr = BPF_CORE_READ(regs, orig_ax);
+	return nr == 217 /* getdents64 */ || nr == 78 /* getdents */;
+}
+
 /* ptrace attach, /proc/PID/{mem,environ,maps,...}, process_vm_readv/writev,
- * pidfd_getfd and kcmp all ask ptrace_may_access, which asks this hook. */
+ * pidfd_getfd and kcmp all ask ptrace_may_access, which asks this hook.
+ * So does /proc when it is mounted hidepid=4, as the agent's is: for each
+ * process it would list, and for each it would find. Listing /proc (ps,
+ * top, pgrep) is not a reach: the other processes are left out of the
+ * listing, refused without a report; finding one by its number (stat or
+ * open of /proc/PID/...) is refused and reported as before. */
 SEC("lsm/ptrace_access_check")
 int BPF_PROG(ptrace_access_check, struct task_struct *child, unsigned int mode)
 {
 	if (!jailed() || task_jailed(child))
 		return 0;
+	if (listing_dir())
+		return -EPERM; /* what report() answers for processes */
 	return report(AL_OP_PTRACE, AL_CLASS_OUTSIDE, 0, 0, 0, child->tgid, mode);
 }
 
@@ -2485,6 +2506,7 @@ int BPF_PROG(file_ioctl_compat, struct file *file, unsigned int cmd)
 #define O_ACCMODE 00000003
 #define O_CREAT 00000100
 #define O_TRUNC 00001000
+#define O_PATH 010000000
 
 struct call {
 	__u64 name;  /* user pointer to the name */
@@ -2515,6 +2537,16 @@ static __always_inline __u32 open_op(__u64 flags)
 	if ((flags & O_ACCMODE) || (flags & (O_CREAT | O_TRUNC)))
 		return AL_OP_WRITE;
 	return AL_OP_READ;
+}
+
+/* An O_PATH open reads nothing and Landlock does not check it (runtimes
+ * resolve paths with it: Claude Code's, ~/.ssh among them): it is neither
+ * watched nor reported. */
+static __always_inline int open_enter(__s64 dirfd, __u64 name, __u64 flags)
+{
+	if (flags & O_PATH)
+		return 0;
+	return call_enter(dirfd, name, open_op(flags));
 }
 
 /* The file behind descriptor fd of the calling process, or 0. */
@@ -2695,6 +2727,59 @@ __noinline int proc_link(struct plink *p)
 	return 1;
 }
 
+/* Whether name is one of proc's own files of a process, /proc/PID/FILE
+ * or /proc/PID/task/TID/FILE, and not a link it holds (cwd, root, exe,
+ * fd/N: through those a name leads to any file). A read of such a file
+ * refused with EACCES is not Landlock's, which grants /proc to read, and
+ * the agent's /proc holds only the processes its domain may trace
+ * (hidepid=4, session's mountns.go; the others are not found). It is the
+ * kernel's own ptrace check on a process of the agent's caught in the
+ * middle of an exec (ps reading a sibling's environ): not a reach, and not
+ * reported. A global function, so that the verifier checks it once. */
+__noinline int proc_pid_file(__u64 uname)
+{
+	__u32 zero = 0, o = 6, v, k;
+	struct scratch *s;
+	const char *b;
+
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s || bpf_probe_read_user_str(s->buf, PL_BYTES, (const void *)uname) < 8)
+		return 0;
+	b = s->buf;
+	if (b[0] != '/' || b[1] != 'p' || b[2] != 'r' || b[3] != 'o' || b[4] != 'c' || b[5] != '/')
+		return 0;
+	if (!pl_num(b, &o, &v) || b[o & (PL_BYTES - 1)] != '/')
+		return 0;
+	o++;
+	if (b[o & (PL_BYTES - 1)] == 't' && b[(o + 1) & (PL_BYTES - 1)] == 'a' && b[(o + 2) & (PL_BYTES - 1)] == 's' &&
+	    b[(o + 3) & (PL_BYTES - 1)] == 'k' && b[(o + 4) & (PL_BYTES - 1)] == '/') {
+		o += 5;
+		if (!pl_num(b, &o, &v) || b[o & (PL_BYTES - 1)] != '/')
+			return 0;
+		o++;
+	}
+	if (o >= PL_BYTES - 1 || b[o & (PL_BYTES - 1)] == 0)
+		return 0;
+	if ((b[o & (PL_BYTES - 1)] == 'c' && b[(o + 1) & (PL_BYTES - 1)] == 'w' && b[(o + 2) & (PL_BYTES - 1)] == 'd' &&
+	     b[(o + 3) & (PL_BYTES - 1)] == 0) ||
+	    (b[o & (PL_BYTES - 1)] == 'e' && b[(o + 1) & (PL_BYTES - 1)] == 'x' && b[(o + 2) & (PL_BYTES - 1)] == 'e' &&
+	     b[(o + 3) & (PL_BYTES - 1)] == 0) ||
+	    (b[o & (PL_BYTES - 1)] == 'r' && b[(o + 1) & (PL_BYTES - 1)] == 'o' && b[(o + 2) & (PL_BYTES - 1)] == 'o' &&
+	     b[(o + 3) & (PL_BYTES - 1)] == 't' && b[(o + 4) & (PL_BYTES - 1)] == 0))
+		return 0;
+	/* One component to the end of the name, all of it read. */
+#pragma unroll
+	for (k = 0; k < 32; k++) {
+		char c = b[(o + k) & (PL_BYTES - 1)];
+
+		if (o + k >= PL_BYTES - 1 || c == '/')
+			return 0;
+		if (c == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* The dentry a proc_link names, or 0 (a closed descriptor). */
 static __always_inline __u64 proc_link_dentry(struct plink *p)
 {
@@ -2763,13 +2848,15 @@ static __always_inline int call_exit(long ret)
 	}
 	if (ret != -EACCES && ret != -EPERM)
 		return 0;
+	if (ret == -EACCES && cc.op == AL_OP_READ && proc_pid_file(cc.name))
+		return 0;
 	return call_refused(&cc);
 }
 
 SEC("tracepoint/syscalls/sys_enter_openat")
 int enter_openat(struct trace_event_raw_sys_enter *ctx)
 {
-	return call_enter(ctx->args[0], ctx->args[1], open_op(ctx->args[2]));
+	return open_enter(ctx->args[0], ctx->args[1], ctx->args[2]);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat")
@@ -2784,7 +2871,7 @@ int enter_openat2(struct trace_event_raw_sys_enter *ctx)
 	struct open_how how = {};
 
 	bpf_probe_read_user(&how, sizeof(how), (void *)ctx->args[2]);
-	return call_enter(ctx->args[0], ctx->args[1], open_op(how.flags));
+	return open_enter(ctx->args[0], ctx->args[1], how.flags);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat2")
@@ -2796,7 +2883,7 @@ int exit_openat2(struct trace_event_raw_sys_exit *ctx)
 SEC("tracepoint/syscalls/sys_enter_open")
 int enter_open(struct trace_event_raw_sys_enter *ctx)
 {
-	return call_enter(AT_FDCWD, ctx->args[0], open_op(ctx->args[1]));
+	return open_enter(AT_FDCWD, ctx->args[0], ctx->args[1]);
 }
 
 SEC("tracepoint/syscalls/sys_exit_open")

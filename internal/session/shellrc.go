@@ -1,0 +1,173 @@
+package session
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/secretenv"
+)
+
+// ShellRC are the files in a home that shells read when they start
+// (bash, sh, zsh, readline): agents run their commands through login or
+// interactive shells (Claude Code sources ~/.bashrc into a snapshot, Codex
+// runs `sh -lc`), so each command would start with "~/.bashrc: Permission
+// denied" and without the user's PATH, aliases and functions.
+var ShellRC = []string{
+	".profile", ".bash_profile", ".bash_login", ".bashrc", ".bash_aliases", ".bash_logout",
+	".zshenv", ".zprofile", ".zshrc", ".zlogin", ".zlogout", ".inputrc",
+}
+
+// maxRC bounds a shell file agent-lock copies.
+const maxRC = 1 << 20
+
+// rcCopy is a scrubbed copy of one of the user's shell files and the path
+// the agent's shells read it by.
+type rcCopy struct {
+	Copy     string // the copy, in a folder of root's, granted read-only
+	Target   string // the file it stands for (its real path)
+	Name     string // as the user knows it: ~/.bashrc
+	Withheld []string
+}
+
+// shellRCCopies makes, in a new directory of root's, a copy of each of
+// the user's shell files with the assignments of secret-looking variables
+// taken out (secretenv.Secret: the same names the agent's environment
+// loses). The files are read as the user (a link leads where the user may
+// go, never where only root may); the copies are what the agent's shells
+// read instead (mountns.go puts them over the originals in the agent's
+// view), granted read-only, so the agent cannot write them either.
+func shellRCCopies(a Agent) (dir string, copies []rcCopy, err error) {
+	dir, err = os.MkdirTemp("", "agent-lock-rc-")
+	if err != nil {
+		return "", nil, fmt.Errorf("shell setup copies: %w", err)
+	}
+	os.Chmod(dir, 0o755)
+	for _, name := range ShellRC {
+		p := filepath.Join(a.Home, name)
+		var content []byte
+		var real string
+		err := asuser.Do(a.ID(), func() error {
+			r, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(r)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+				return fmt.Errorf("%s: not a regular file", p)
+			}
+			content, err = io.ReadAll(io.LimitReader(f, maxRC+1))
+			real = r
+			return err
+		})
+		if err != nil || len(content) > maxRC {
+			continue // none, or not one agent-lock copies: refused as before
+		}
+		scrubbed, withheld := scrubRC(string(content))
+		cp := filepath.Join(dir, name)
+		if err := os.WriteFile(cp, []byte(scrubbed), 0o644); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, fmt.Errorf("shell setup copies: %w", err)
+		}
+		// The user's, as the original is: the file's own permissions let
+		// the agent try to write it, so that the cell is what refuses, and
+		// reports it (the BPF LSM sees no open the permissions refused).
+		// Only the user and root may write it; the folder is root's.
+		if err := os.Chown(cp, int(a.UID), int(a.GID)); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, fmt.Errorf("shell setup copies: %w", err)
+		}
+		copies = append(copies, rcCopy{Copy: cp, Target: real, Name: "~/" + name, Withheld: withheld})
+	}
+	return dir, copies, nil
+}
+
+// assignment finds a shell variable assignment at the start of a command:
+// NAME=..., with export, declare -x, typeset, readonly or local before it,
+// or fish's set -x NAME.
+var (
+	assignment = regexp.MustCompile(`(?:^|[\s;&|(])(?:export\s+|declare\s+-\w+\s+|typeset\s+-\w+\s+|readonly\s+|local\s+)*([A-Za-z_][A-Za-z0-9_]*)\+?=`)
+	fishSet    = regexp.MustCompile(`^\s*set\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)\s`)
+)
+
+// scrubRC returns content without the lines that assign a secret-looking
+// variable (and the lines a quoted value of theirs runs on to), each
+// replaced by a comment naming the variable, and the names withheld. The
+// rest (PATH, aliases, functions, options) is kept as the user wrote it.
+func scrubRC(content string) (string, []string) {
+	lines := strings.SplitAfter(content, "\n")
+	var out strings.Builder
+	var withheld []string
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		var names []string
+		for _, m := range assignment.FindAllStringSubmatch(line, -1) {
+			names = append(names, m[1])
+		}
+		if m := fishSet.FindStringSubmatch(line); m != nil {
+			names = append(names, m[1])
+		}
+		secret := ""
+		for _, n := range names {
+			if secretenv.Secret(n) {
+				secret = n
+				break
+			}
+		}
+		if secret == "" {
+			out.WriteString(line)
+			continue
+		}
+		withheld = append(withheld, secret)
+		// A value in quotes may run on: drop lines until they close, and
+		// lines continued with a backslash.
+		for unclosed(line) && i+1 < len(lines) {
+			i++
+			line += lines[i]
+		}
+		fmt.Fprintf(&out, ": # agent-lock: the assignment of %s is withheld from the agent\n", secret)
+	}
+	return out.String(), withheld
+}
+
+// unclosed says the text leaves a quote open or ends with a continuation.
+func unclosed(s string) bool {
+	var q byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case q == 0 && c == '#' && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t'):
+			// A comment: the rest of the line does not count.
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case c == '\\' && q != '\'' && i+1 < len(s):
+			i++
+		case q == 0 && (c == '\'' || c == '"'):
+			q = c
+		case c == q:
+			q = 0
+		}
+	}
+	return q != 0 || strings.HasSuffix(strings.TrimRight(s, "\n"), "\\")
+}
+
+// noFollow opens path for mounting over, refusing symlinks anywhere in it:
+// the path was resolved as the user, and a link swapped in since must not
+// move the mount.
+func noFollow(path string) (int, error) {
+	return unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
