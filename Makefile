@@ -155,9 +155,10 @@ generate:
 	GO=$(GO) internal/jail/generate.sh
 
 # Regenerating with the pinned clang must reproduce the committed objects.
+BPF_PKGS := internal/jail internal/netcell
 check-generate: generate
-	git diff --exit-code -- internal/jail
-	test -z "$$(git status --porcelain -- internal/jail)" || { git status --short -- internal/jail; exit 1; }
+	git diff --exit-code -- $(BPF_PKGS)
+	test -z "$$(git status --porcelain -- $(BPF_PKGS))" || { git status --short -- $(BPF_PKGS); exit 1; }
 
 clean:
 	rm -rf $(BUILD)

@@ -12,6 +12,8 @@ require (
 	github.com/charmbracelet/x/vt v0.1.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/landlock-lsm/go-landlock v0.11.2
+	golang.org/x/crypto v0.46.0
+	golang.org/x/net v0.48.0
 	golang.org/x/sys v0.50.0
 )
 
