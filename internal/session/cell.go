@@ -15,6 +15,8 @@ import (
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/netcell"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
 )
 
@@ -23,6 +25,7 @@ import (
 type cell struct {
 	cg     *cgroup
 	jail   *jail.Jail
+	net    *netcell.Cell // the cell's network (net.go)
 	events chan jail.Event
 	done   chan struct{}
 
@@ -64,7 +67,7 @@ const (
 // hooks that decide; under Landlock the ruleset that decides and the
 // observers that report. ttyPaths are the agent's terminals by name, for
 // Landlock, which grants by path.
-func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string, warn warner) (*cell, error) {
+func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, np netpolicy.Policy, ttyPaths []string, warn warner) (*cell, error) {
 	var ruleset *os.File
 	var flags uint32
 	var abi int
@@ -106,6 +109,15 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		closeFile(ruleset)
 		return nil, err
 	}
+	// The network first: its self-test runs this binary in the cell,
+	// which the engine's programs would (rightly) refuse.
+	nc, err := openNet(cg, np, cfg.Audit, warn)
+	if err != nil {
+		closeFile(ruleset)
+		cg.Close()
+		os.Remove(cg.Path)
+		return nil, err
+	}
 	cfg.CgroupID = cg.ID
 	cfg.Rules = rules
 	cfg.Protect = p.Protect
@@ -117,6 +129,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	}
 	j, err := jail.Load(cfg)
 	if err != nil {
+		nc.Close()
 		closeFile(ruleset)
 		cg.Close()
 		os.Remove(cg.Path)
@@ -130,7 +143,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		}
 		return nil, err
 	}
-	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
+	c := &cell{cg: cg, jail: j, net: nc, events: make(chan jail.Event, 4096), done: make(chan struct{}),
 		ruleset: ruleset, flags: flags, abi: abi, warn: warn, onlyOpen: cfg.OnlyFileOpen}
 	var readers sync.WaitGroup
 	if ruleset != nil {
@@ -261,6 +274,13 @@ func (c *cell) drain() <-chan jail.Event {
 func (c *cell) counters() (jail.Counters, error) {
 	n, err := c.jail.Counters()
 	n.Escapes += c.auditEscapes.Load()
+	if err != nil {
+		return n, err
+	}
+	nn, err := c.net.Counters()
+	n.InBounds += nn.Allowed
+	n.Escapes += nn.Refused
+	n.Lost += nn.Lost
 	return n, err
 }
 
@@ -276,6 +296,7 @@ func (c *cell) close() {
 	}
 	// Kill before detaching: a process of the cell must never run free.
 	killCgroup(c.cg.Path, 30*time.Second)
+	c.net.Close()
 	c.jail.Close()
 	c.cg.Close()
 }
@@ -358,7 +379,8 @@ func SelfTest(ctx context.Context, facts kernel.Facts, engine string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil, newWarner(nil))
+	// The network as a session without a profile gets it: nothing granted.
+	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, netpolicy.Policy{}, nil, newWarner(nil))
 	if err != nil {
 		return err
 	}

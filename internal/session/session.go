@@ -28,6 +28,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/recording"
@@ -96,6 +97,12 @@ type Options struct {
 	// missing but would lie where the agent may write is made first (as
 	// the user), so that it can be denied.
 	Private []string
+	// NetMode is the network's mode (--net, or a policy file's net),
+	// NetFrom who set it; AllowNet the hosts granted beyond the
+	// profiles' (policy files', --allow-net).
+	NetMode  netpolicy.Mode
+	NetFrom  string
+	AllowNet []netpolicy.Rule
 	// Detach starts the agent in a session of its own, without a
 	// controlling terminal, and lets it reopen no terminal: the dashboard
 	// owns agent-lock's, and an agent that could write to it (or push
@@ -147,7 +154,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	cfg := jail.Config{Audit: o.Audit, TTYs: ttys, StreamInBounds: true}
 	pol := plan.Policy
 	pol.TmpDir = tmp
-	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, warn)
+	cell, err := openEngine(facts, o.Engine, cfg, pol, plan.Net, ttyNames, warn)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
@@ -169,6 +176,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
+	netLinks, err := cell.net.LinkFiles()
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	links = append(links, netLinks...)
 	release, err := startReaper(cell.cg.Path, links)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -236,7 +248,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	})
 
 	var status int
-	events := cell.events
+	events, netEvents := cell.events, cell.net.Events()
 	// A cancelled ctx (the dashboard's q) ends the session as SIGTERM does.
 	stop := ctx.Done()
 	progress := time.NewTicker(time.Second)
@@ -259,6 +271,18 @@ wait:
 				continue
 			}
 			writeEvent(o.Report, ev, &opens)
+		case ev, ok := <-netEvents:
+			if !ok {
+				netEvents = nil
+				continue
+			}
+			writeNetEvent(o.Report, ev, &opens)
+		case err := <-cell.net.Failed():
+			// Fail closed: without its resolver or forwarder the cell's
+			// network is dead anyway; end the cell rather than leave an
+			// agent working half blind.
+			warn("%v: ending the session", err)
+			killCgroup(cell.cg.Path, time.Second)
 		case s := <-term:
 			cmd.Process.Signal(s)
 			go func() {
@@ -286,6 +310,9 @@ wait:
 	releaseTerminal()
 	for ev := range cell.drain() {
 		writeEvent(o.Report, ev, &opens)
+	}
+	for ev := range cell.net.Drain() {
+		writeNetEvent(o.Report, ev, &opens)
 	}
 	final, err := cell.counters()
 	if err != nil {
@@ -427,6 +454,8 @@ type Plan struct {
 	Path     string // the command, found
 	Policy   policy.Policy
 	Profiles profile.Grants
+	// Net is the cell's network: where it may connect.
+	Net netpolicy.Policy
 	// Notes say what the user should know about the cell before it
 	// opens: what --allow-home exposes, agent-lock's state kept from the
 	// agent inside DIR or a grant.
@@ -523,7 +552,11 @@ func makePlan(o Options, agent Agent, mkdir func(string) error) (Plan, error) {
 			names[real] = "profile " + from
 		}
 	}
-	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Policy: policy.Policy{
+	net, err := netPolicy(o, prof)
+	if err != nil {
+		return Plan{}, fail(ExitFailed, err)
+	}
+	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Net: net, Policy: policy.Policy{
 		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Files: files, Deny: deny,
 		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns, Private: private,
 	}}, nil
@@ -637,15 +670,15 @@ func terminals() (rdevs []uint32, paths []string) {
 // LSM where this kernel runs its programs and Landlock where it does not;
 // a cell that cannot be opened with either is an error, never a run
 // without one.
-func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string, warn warner) (*cell, error) {
+func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, net netpolicy.Policy, ttys []string, warn warner) (*cell, error) {
 	if engine != "" && engine != EngineAuto {
-		return openCell(facts, engine, cfg, p, ttys, warn)
+		return openCell(facts, engine, cfg, p, net, ttys, warn)
 	}
-	c, err := openCell(facts, EngineBPF, cfg, p, ttys, warn)
+	c, err := openCell(facts, EngineBPF, cfg, p, net, ttys, warn)
 	if err == nil || !errors.Is(err, jail.ErrNotSupported) || cfg.Audit || landlock.ABI() == 0 {
 		return c, err
 	}
-	return openCell(facts, EngineLandlock, cfg, p, ttys, warn)
+	return openCell(facts, EngineLandlock, cfg, p, net, ttys, warn)
 }
 
 // warner writes one of agent-lock's own warnings (Options.Warnings).
