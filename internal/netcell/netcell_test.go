@@ -2,16 +2,27 @@ package netcell
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"math/big"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -181,5 +192,165 @@ func TestProbeFailsUnattached(t *testing.T) {
 		t.Fatal("the self-test passed in a cgroup without the programs")
 	} else {
 		t.Logf("as it should: %v", err)
+	}
+}
+
+// site serves "hello from HOST" over HTTP and HTTPS on hostA and hostB,
+// with a certificate for the test names; it returns the CA's PEM.
+func site(t *testing.T) string {
+	t.Helper()
+	ca, leaf := testCert(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello from %s\n", r.Host) })
+	for _, a := range []netip.Addr{hostA, hostB} {
+		for _, port := range []uint16{80, 443} {
+			ln, err := net.Listen("tcp", netip.AddrPortFrom(a, port).String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if port == 443 {
+				ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{leaf}})
+			}
+			srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Close() })
+		}
+	}
+	p := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(p, ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func testCert(t *testing.T) ([]byte, tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "netcell test"},
+		DNSNames:  []string{"allowed.test", "other.test", "api.sub.allowed.test", "refused.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// inCell runs argv in the cell (as root: the programs judge by cgroup,
+// not by user) and returns its output.
+func inCell(t *testing.T, dir *os.File, argv ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// collect gathers the cell's events until the cell is drained.
+func collect(c *Cell) func() []Event {
+	var evs []Event
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(done)
+		ch := c.Events()
+		for {
+			select {
+			case e, ok := <-ch:
+				if !ok {
+					return
+				}
+				evs = append(evs, e)
+			case <-stop:
+				for e := range c.Drain() {
+					evs = append(evs, e)
+				}
+				return
+			}
+		}
+	}()
+	return func() []Event { close(stop); <-done; return evs }
+}
+
+// TestCell is the resolver, the forwarder and the programs together,
+// with curl in the cell: a granted name works over HTTPS and HTTP;
+// another name on its address, a refused name, an address nobody
+// resolved, a private address under a granted name are refused, each
+// reported with what it reached for; and a refused name is never asked
+// upstream.
+func TestCell(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	ca := site(t)
+	var asked []string
+	var mu sync.Mutex
+	lookup := func(ctx context.Context, network, name string) ([]netip.Addr, error) {
+		mu.Lock()
+		asked = append(asked, strings.TrimSuffix(name, "."))
+		mu.Unlock()
+		return fakeDNS(ctx, network, name)
+	}
+	c, dir := openCell(t, Config{Policy: rules(t, "allowed.test", "private.test"), Lookup: lookup})
+	events := collect(c)
+	curl := func(args ...string) (string, error) {
+		return inCell(t, dir, append([]string{"curl", "-sS", "-m", "10", "--cacert", ca}, args...)...)
+	}
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+		want string
+	}{
+		{[]string{"https://allowed.test/"}, true, "hello from allowed.test"},
+		{[]string{"http://allowed.test/"}, true, "hello from allowed.test"},
+		{[]string{"--resolve", "other.test:443:" + hostA.String(), "https://other.test/"}, false, "alert access denied"},
+		{[]string{"-H", "Host: other.test", "http://allowed.test/"}, true, "agent-lock refused this request: other.test is not granted (--allow-net other.test:80)"},
+		{[]string{"http://refused.test/"}, false, "Could not resolve host"},
+		{[]string{"http://" + hostB.String() + "/"}, false, "Couldn't connect"},
+		{[]string{"http://private.test/"}, false, "Couldn't connect"},
+	} {
+		out, err := curl(tc.args...)
+		if (err == nil) != tc.ok || !strings.Contains(out, tc.want) {
+			t.Errorf("curl %v: %v: %q, want ok=%v and %q", tc.args, err, out, tc.ok, tc.want)
+		}
+	}
+	c.stopServers()
+	evs := events()
+	for _, want := range []struct{ op, target string }{
+		{"connect", "other.test:443"}, {"connect", "other.test:80"}, {"resolve", "refused.test"},
+		{"connect", hostB.String() + ":80"}, {"connect", "private.test:80"},
+	} {
+		found := false
+		for _, e := range evs {
+			if e.Verdict == Refused && e.Op == want.op && e.Target() == want.target && e.Comm == "curl" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no refused %s %s reported; got %v", want.op, want.target, evs)
+		}
+	}
+	allowed := 0
+	for _, e := range evs {
+		if e.Verdict == Allowed && e.Op == "connect" && e.Target() == "allowed.test:443" {
+			allowed++
+		}
+	}
+	if allowed == 0 {
+		t.Errorf("the granted connection was not offered to the live view: %v", evs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range asked {
+		if n == "refused.test" {
+			t.Error("the refused name was asked upstream")
+		}
 	}
 }

@@ -124,11 +124,11 @@ func Parse(s, from string) ([]Rule, error) {
 		}, nil
 	}
 	if p, err := parsePrefix(host); err == nil {
+		if why, ok := restrictedPrefix(p); ok && port == 0 && !p.IsSingleIP() {
+			return nil, fmt.Errorf("%q: it holds %s addresses, which are granted with a port (--allow-net %s:PORT)", orig, why, bracket(host))
+		}
 		if why, ok := Restricted(p.Addr()); ok && port == 0 {
 			return nil, fmt.Errorf("%q: %s addresses are granted with a port (--allow-net %s:PORT)", orig, why, bracket(host))
-		}
-		if why, ok := restrictedPrefix(p); ok && port == 0 {
-			return nil, fmt.Errorf("%q: it holds %s addresses, which are granted with a port (--allow-net %s:PORT)", orig, why, bracket(host))
 		}
 		return []Rule{mk(Rule{Prefix: p})}, nil
 	}
@@ -242,12 +242,12 @@ func Restricted(a netip.Addr) (string, bool) {
 		return "invalid", true
 	case a.IsLoopback():
 		return "loopback", true
-	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
+	case a.IsMulticast():
+		return "multicast", true
+	case a.IsLinkLocalUnicast():
 		return "link-local", true
 	case a.IsPrivate():
 		return "private", true
-	case a.IsMulticast(), a.IsInterfaceLocalMulticast():
-		return "multicast", true
 	case a.IsUnspecified():
 		return "unspecified", true
 	}
