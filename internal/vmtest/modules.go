@@ -13,9 +13,10 @@ import (
 )
 
 // guestModules are what the guest init needs before it can reach the host's
-// root: virtio PCI transport, virtiofs, and overlay for the tests that build one.
+// root: virtio PCI transport, virtiofs, and overlay for the tests that build one;
+// veth for the network tests' namespaces (test/nettest).
 // Dependencies are found from each module's modinfo.
-var guestModules = []string{"virtio_pci", "virtiofs", "overlay"}
+var guestModules = []string{"virtio_pci", "virtiofs", "overlay", "veth"}
 
 // kmod is a loadable module the initramfs has to carry.
 type kmod struct {

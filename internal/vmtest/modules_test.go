@@ -51,6 +51,7 @@ var bookwormModules = map[string][]string{
 	"virtiofs":              {"fuse", "virtio", "virtio_ring"},
 	"fuse":                  nil,
 	"overlay":               nil,
+	"veth":                  nil,
 }
 
 func fakeTree(graph map[string][]string) (map[string]string, func(string) ([]string, error)) {
@@ -74,20 +75,20 @@ func TestResolveModules(t *testing.T) {
 		for _, m := range mods {
 			names = append(names, m.Name)
 		}
-		want := []string{"virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio", "virtio_ring", "virtio_pci", "fuse", "virtiofs", "overlay"}
+		want := []string{"virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio", "virtio_ring", "virtio_pci", "fuse", "virtiofs", "overlay", "veth"}
 		if !slices.Equal(names, want) {
 			t.Errorf("load order = %q, want %q", names, want)
 		}
 	})
 	t.Run("trixie builds virtio in", func(t *testing.T) {
-		loadable, deps := fakeTree(map[string][]string{"overlay": nil})
+		loadable, deps := fakeTree(map[string][]string{"overlay": nil, "veth": nil})
 		builtin := map[string]bool{"virtio_pci": true, "virtiofs": true, "virtio": true, "fuse": true}
 		mods, err := resolveModules(guestModules, loadable, builtin, deps)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(mods) != 1 || mods[0].Name != "overlay" || mods[0].Path != "/m/overlay.ko" {
-			t.Errorf("modules = %+v, want only overlay", mods)
+		if len(mods) != 2 || mods[0].Name != "overlay" || mods[0].Path != "/m/overlay.ko" || mods[1].Name != "veth" {
+			t.Errorf("modules = %+v, want only overlay and veth", mods)
 		}
 	})
 	t.Run("missing dependency", func(t *testing.T) {

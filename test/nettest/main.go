@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agent-lock/agent-lock/test/netlab"
 	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
@@ -70,12 +71,12 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	l, err := newLab(ctx)
+	l, err := netlab.New(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nettest: the lab:", err)
 		return 2
 	}
-	defer l.close()
+	defer l.Close()
 	s, err := newSuite(l, u, abs, *engine, *timeout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nettest:", err)
@@ -108,7 +109,7 @@ func run() int {
 }
 
 type suite struct {
-	lab     *lab
+	lab     *netlab.Lab
 	user    *testenv.User
 	run     *testenv.Runner
 	dir     string // DIR: the project, in the test user's home
@@ -116,7 +117,7 @@ type suite struct {
 	verbose bool
 }
 
-func newSuite(l *lab, u *testenv.User, agentLock, engine string, timeout time.Duration) (*suite, error) {
+func newSuite(l *netlab.Lab, u *testenv.User, agentLock, engine string, timeout time.Duration) (*suite, error) {
 	work, err := os.MkdirTemp("", "nettest-")
 	if err != nil {
 		return nil, err
@@ -138,8 +139,8 @@ func newSuite(l *lab, u *testenv.User, agentLock, engine string, timeout time.Du
 		data string
 		mode os.FileMode
 	}{
-		"ca.pem": {string(l.caPEM), 0o644}, "lab_key": {string(l.sshKey), 0o600},
-		"known_hosts": {l.sshHostLine, 0o644},
+		"ca.pem": {string(l.CAPEM), 0o644}, "lab_key": {string(l.SSHKey), 0o600},
+		"known_hosts": {l.SSHHostLine, 0o644},
 	} {
 		if err := u.WriteFile(filepath.Join(s.dir, name), f.data, f.mode); err != nil {
 			return nil, err
@@ -162,7 +163,7 @@ func (s *suite) cleanup() {
 func (s *suite) unjailed(ctx context.Context, c netCase) testenv.Result {
 	tmp := filepath.Join(s.dir, ".tmp")
 	s.user.MkdirAll(tmp)
-	argv := s.lab.wrap([]string{"/bin/bash", "-c", c.script}, s.user.UID, s.user.GID)
+	argv := s.lab.Wrap([]string{"/bin/bash", "-c", c.script}, s.user.UID, s.user.GID)
 	return s.run.Run(ctx, testenv.Proc{Argv: argv, Dir: s.dir, Env: s.run.UserEnv(tmp)})
 }
 
@@ -170,7 +171,7 @@ func (s *suite) unjailed(ctx context.Context, c netCase) testenv.Result {
 func (s *suite) jailed(ctx context.Context, c netCase) testenv.Result {
 	report := s.run.NextReport()
 	argv := s.run.JailArgv(s.dir, report, testenv.StartWrapper([]string{"/bin/bash", "-c", c.script}), grants...)
-	res := s.run.Run(ctx, testenv.Proc{Argv: s.lab.wrap(argv, 0, 0), Dir: s.dir, Env: s.run.RootEnv(), Timeout: s.run.JailTimeout()})
+	res := s.run.Run(ctx, testenv.Proc{Argv: s.lab.Wrap(argv, 0, 0), Dir: s.dir, Env: s.run.RootEnv(), Timeout: s.run.JailTimeout()})
 	s.run.ReadReport(&res, report)
 	return res
 }
@@ -180,12 +181,12 @@ var netOps = map[string]bool{"connect": true, "send": true, "resolve": true, "so
 
 // judge runs c twice and says how it went.
 func (s *suite) judge(ctx context.Context, c netCase) (verdict, detail string) {
-	mark := s.lab.queryMark()
+	mark := s.lab.QueryMark()
 	base := s.unjailed(ctx, c)
 	if !c.reached(s.lab, base, mark) {
 		return "VOID", fmt.Sprintf("unjailed, it did not reach its host either (exit %d): %s", base.Exit, testenv.Tail(base.Output, 3)) + s.more(base)
 	}
-	mark = s.lab.queryMark()
+	mark = s.lab.QueryMark()
 	res := s.jailed(ctx, c)
 	if p := testenv.JailProblem(res); p != "" {
 		return "FAIL", p + s.more(res)

@@ -1,4 +1,12 @@
-package main
+// Package netlab is a small internet for the network tests (test/nettest)
+// and benchmarks (test/bench): two network namespaces that exist only for
+// the run, "cell", where agent-lock and the agent run, and "inet", holding
+// the test hosts (a DNS server, web sites, a git server over HTTPS and
+// SSH, a UDP echo, a fake cloud metadata service, a private host, a
+// benchmark server), joined by a veth pair. The cell's only route leads
+// into inet, whose addresses exist nowhere else: nothing run in the lab
+// can reach any other network.
+package netlab
 
 import (
 	"bytes"
@@ -15,6 +23,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -33,19 +42,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lab is a small internet in two network namespaces that exist only for
-// the suite: "cell", where agent-lock and the agent run, and "inet",
-// holding the test hosts (a DNS server, web sites, a git server, an SSH
-// server, a UDP echo, a fake cloud metadata service), joined by a veth
-// pair. The cell's only route leads into inet, whose addresses exist
-// nowhere else; nothing the suite runs can reach any other network.
-type lab struct {
+// Lab is a running lab.
+type Lab struct {
 	cellNS, inetNS string // names under /run/netns
 	dir            string // root-only scratch: resolv.conf, the git repository
 	resolvConf     string
-	caPEM          []byte
-	sshKey         []byte // the client's private key, OpenSSH PEM
-	sshHostLine    string // known_hosts line for git.test
+	// CAPEM is the certificate authority of the lab's web sites.
+	CAPEM []byte
+	// SSHKey is the client key git.test's SSH server takes (OpenSSH
+	// PEM), SSHHostLine the known_hosts line of its host key.
+	SSHKey      []byte
+	SSHHostLine string
 
 	dnsMu   sync.Mutex
 	queries []string // every name the lab's DNS server was asked
@@ -66,20 +73,26 @@ var (
 	metadata = netip.MustParseAddr("169.254.169.254")
 )
 
+// BenchPort is the benchmark server's port on allowed.test's and
+// refused.test's addresses: a byte 'p' is answered with 'p' (a round
+// trip), a byte 'b' and a big-endian uint64 N with N bytes.
+const BenchPort = 9000
+
 // zone is what the lab's DNS server answers.
 var zone = map[string]netip.Addr{
 	"allowed.test": siteA, "other.test": siteA, "refused.test": siteB,
 	"git.test": gitHost, "private.test": private,
 }
 
-func newLab(ctx context.Context) (l *lab, err error) {
+// New builds the lab; Close takes it down.
+func New(ctx context.Context) (l *Lab, err error) {
 	var rnd [3]byte
 	rand.Read(rnd[:])
 	id := hex.EncodeToString(rnd[:])
-	l = &lab{cellNS: "al-cell-" + id, inetNS: "al-inet-" + id}
+	l = &Lab{cellNS: "al-cell-" + id, inetNS: "al-inet-" + id}
 	defer func() {
 		if err != nil {
-			l.close()
+			l.Close()
 		}
 	}()
 	if l.dir, err = os.MkdirTemp("", "nettest-lab-"); err != nil {
@@ -127,7 +140,8 @@ func newLab(ctx context.Context) (l *lab, err error) {
 	return l, nil
 }
 
-func (l *lab) close() {
+// Close stops the servers and removes the namespaces.
+func (l *Lab) Close() {
 	for i := len(l.closers) - 1; i >= 0; i-- {
 		l.closers[i]()
 	}
@@ -163,13 +177,13 @@ func inNS(ns string, f func() error) error {
 	return <-errc
 }
 
-func (l *lab) inCell(f func() error) error { return inNS(l.cellNS, f) }
-func (l *lab) inInet(f func() error) error { return inNS(l.inetNS, f) }
+func (l *Lab) inCell(f func() error) error { return inNS(l.cellNS, f) }
+func (l *Lab) inInet(f func() error) error { return inNS(l.inetNS, f) }
 
-// wrap is argv run in the cell's namespace with the lab's resolv.conf
+// Wrap is argv run in the cell's namespace with the lab's resolv.conf
 // (bind-mounted in a mount namespace of its own: the host's file is never
 // touched), as root, or as uid:gid when uid is not 0.
-func (l *lab) wrap(argv []string, uid, gid int) []string {
+func (l *Lab) Wrap(argv []string, uid, gid int) []string {
 	w := []string{"nsenter", "--net=/run/netns/" + l.cellNS, "--",
 		"unshare", "--mount", "--propagation", "private", "--",
 		"/bin/sh", "-c", `mount --bind "$0" /etc/resolv.conf && exec "$@"`, l.resolvConf}
@@ -179,9 +193,9 @@ func (l *lab) wrap(argv []string, uid, gid int) []string {
 	return append(w, argv...)
 }
 
-// asked reports whether the lab's DNS server was asked for name (or a
-// name below it) since mark.
-func (l *lab) asked(mark int, name string) bool {
+// Asked reports whether the lab's DNS server was asked for name (or a
+// name below it) since mark (QueryMark).
+func (l *Lab) Asked(mark int, name string) bool {
 	l.dnsMu.Lock()
 	defer l.dnsMu.Unlock()
 	for _, q := range l.queries[mark:] {
@@ -192,7 +206,8 @@ func (l *lab) asked(mark int, name string) bool {
 	return false
 }
 
-func (l *lab) queryMark() int {
+// QueryMark marks the queries asked so far.
+func (l *Lab) QueryMark() int {
 	l.dnsMu.Lock()
 	defer l.dnsMu.Unlock()
 	return len(l.queries)
@@ -200,12 +215,12 @@ func (l *lab) queryMark() int {
 
 // servers starts the lab's hosts in inet, and a loopback service in the
 // cell's namespace (a database the agent was not granted).
-func (l *lab) servers(ctx context.Context) error {
+func (l *Lab) servers(ctx context.Context) error {
 	ca, leaf, err := testPKI()
 	if err != nil {
 		return err
 	}
-	l.caPEM = ca
+	l.CAPEM = ca
 	repo, err := l.gitRepo()
 	if err != nil {
 		return err
@@ -253,6 +268,14 @@ func (l *lab) servers(ctx context.Context) error {
 		}
 		l.closers = append(l.closers, func() { sl.Close() })
 		go l.serveSSH(sl, sshCfg, repo)
+		for _, a := range []netip.Addr{siteA, siteB} {
+			bl, err := net.Listen("tcp", netip.AddrPortFrom(a, BenchPort).String())
+			if err != nil {
+				return err
+			}
+			l.closers = append(l.closers, func() { bl.Close() })
+			go serveBench(bl)
+		}
 		// QUIC's port, UDP: an echo.
 		e, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(siteA, 443)))
 		if err != nil {
@@ -285,7 +308,7 @@ func (l *lab) servers(ctx context.Context) error {
 	})
 }
 
-func (l *lab) serveHTTP(ln net.Listener, h http.Handler, cfg *tls.Config) {
+func (l *Lab) serveHTTP(ln net.Listener, h http.Handler, cfg *tls.Config) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	l.closers = append(l.closers, func() { srv.Close() })
 	if cfg != nil {
@@ -306,7 +329,7 @@ func echoUDP(u *net.UDPConn) {
 }
 
 // serveDNS answers A queries from zone, and records every name asked.
-func (l *lab) serveDNS(u *net.UDPConn) {
+func (l *Lab) serveDNS(u *net.UDPConn) {
 	buf := make([]byte, 2048)
 	for {
 		n, from, err := u.ReadFromUDPAddrPort(buf)
@@ -383,7 +406,7 @@ func testPKI() (caPEM []byte, leaf tls.Certificate, err error) {
 }
 
 // gitRepo makes the bare repository the git servers serve.
-func (l *lab) gitRepo() (string, error) {
+func (l *Lab) gitRepo() (string, error) {
 	work := filepath.Join(l.dir, "work")
 	repo := filepath.Join(l.dir, "git", "repo.git")
 	script := `set -e
@@ -399,7 +422,7 @@ git clone -q --bare "$1" "$2"`
 }
 
 // sshConfig makes the SSH server's host key and the client's key.
-func (l *lab) sshConfig() (*ssh.ServerConfig, error) {
+func (l *Lab) sshConfig() (*ssh.ServerConfig, error) {
 	_, hostPriv, err := ed25519Key()
 	if err != nil {
 		return nil, err
@@ -416,12 +439,12 @@ func (l *lab) sshConfig() (*ssh.ServerConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.sshKey = pem.EncodeToMemory(block)
+	l.SSHKey = pem.EncodeToMemory(block)
 	want, err := ssh.NewPublicKey(clientPub)
 	if err != nil {
 		return nil, err
 	}
-	l.sshHostLine = "git.test " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey()))) + "\n"
+	l.SSHHostLine = "git.test " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey()))) + "\n"
 	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
 		if bytes.Equal(k.Marshal(), want.Marshal()) {
 			return nil, nil
@@ -434,7 +457,7 @@ func (l *lab) sshConfig() (*ssh.ServerConfig, error) {
 
 // serveSSH runs two commands for the lab's key: echo, and
 // git-upload-pack of the lab repository (git clone over SSH).
-func (l *lab) serveSSH(ln net.Listener, cfg *ssh.ServerConfig, repo string) {
+func (l *Lab) serveSSH(ln net.Listener, cfg *ssh.ServerConfig, repo string) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -493,4 +516,44 @@ func sshSession(ch ssh.Channel, reqs <-chan *ssh.Request, repo string) {
 
 func ed25519Key() (ed25519.PublicKey, ed25519.PrivateKey, error) {
 	return ed25519.GenerateKey(rand.Reader)
+}
+
+// serveBench answers the benchmark's round trips and bulk reads.
+func serveBench(ln net.Listener) {
+	zeros := make([]byte, 256<<10)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			var cmd [1]byte
+			for {
+				if _, err := io.ReadFull(c, cmd[:]); err != nil {
+					return
+				}
+				switch cmd[0] {
+				case 'p':
+					if _, err := c.Write(cmd[:]); err != nil {
+						return
+					}
+				case 'b':
+					var n [8]byte
+					if _, err := io.ReadFull(c, n[:]); err != nil {
+						return
+					}
+					for left := binary.BigEndian.Uint64(n[:]); left > 0; {
+						k := min(left, uint64(len(zeros)))
+						if _, err := c.Write(zeros[:k]); err != nil {
+							return
+						}
+						left -= k
+					}
+				default:
+					return
+				}
+			}
+		}()
+	}
 }
