@@ -29,7 +29,9 @@ BENCH_VMTEST_FLAGS ?= -timeout=30m -parallel=2 -kernels=bookworm,forky,trixie
 # real terminal of the dashboard's end-to-end test. npm fetches the real
 # agents the profile tests run (make agents): Debian's package where no npm
 # is installed (a NodeSource nodejs brings its own and conflicts with it).
-DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
+# The network suite (test/nettest) runs dig (bind9-dnsutils), curl, git,
+# ssh (openssh-client) and python3 in its namespaces.
+DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux bind9-dnsutils curl git openssh-client python3
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
 .PHONY: test build test-bins agents unit vmtest vmtest-self native bench adversary deps generate-deps generate check-generate clean screenshot
@@ -69,7 +71,7 @@ build:
 # Test binaries live at .build/tests/<package path>.test so the guest can
 # run each from its package directory.
 test-bins:
-	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench
+	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench $(BUILD)/nettest
 	@for pkg in $(VM_TEST_PKGS); do \
 		dir=$${pkg#./}; \
 		if ! compgen -G "$$dir/*_test.go" >/dev/null; then \
@@ -78,7 +80,7 @@ test-bins:
 		echo "$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir"; \
 		$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir; \
 	done
-	@for runner in adversary realwork bench; do \
+	@for runner in adversary realwork bench nettest; do \
 		if [ "$$($(GO) list -f '{{.Name}}' ./test/$$runner 2>/dev/null)" = main ]; then \
 			echo "$(GO) build -o $(BUILD)/$$runner ./test/$$runner"; \
 			$(GO) build -o $(BUILD)/$$runner ./test/$$runner; \

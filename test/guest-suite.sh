@@ -106,6 +106,9 @@ if [ "$engine" = landlock ]; then
 	# after q, the clean-up after a kill), under each engine doctor proves.
 	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|NextRunCleans'
 	landlock_runners
+	# The cell's network under this engine: the same cgroup programs, the
+	# whole suite (test/nettest's small internet).
+	step "nettest --engine landlock" .build/nettest -agent-lock .build/agent-lock -engine landlock
 	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
 	# the host's audit on for its run and holds the engine to reporting
 	# what they cover (mkdir, unlink, rename, signals, ...).
@@ -171,6 +174,22 @@ for runner in adversary realwork; do
 		step "$runner" ".build/$runner" -agent-lock .build/agent-lock "${adversary_args[@]}"
 	fi
 done
+
+# The cell's network (test/nettest, in network namespaces of its own):
+# the whole suite where NETTEST_FULL_ON names the guest (forky, and
+# natively under Landlock), elsewhere a case per program and path (DNS,
+# the forwarder's TLS check, an unresolved address, UDP, a raw socket, a
+# granted name over TLS, git over SSH, the agent's own server): the Go
+# tests above load the programs on every kernel.
+if [ -x .build/nettest ]; then
+	case " ${NETTEST_FULL_ON:-forky} " in
+	*" ${AGENT_LOCK_KERNEL:-} "*) step nettest .build/nettest -agent-lock .build/agent-lock ;;
+	*) step "nettest (part)" .build/nettest -agent-lock .build/agent-lock \
+		-run "${NETTEST_PART:-^(refused-name|shared-address-tls|raw-address|udp-443|icmp-echo|curl-https|git-clone-ssh|own-loopback-server)$}" ;;
+	esac
+else
+	echo "guest-suite: SKIP nettest (.build/nettest not built)"
+fi
 
 # The Landlock engine's Go tests ran above with the others (observers,
 # TestLandlockEngine). Its whole adversary suite runs natively (make native,

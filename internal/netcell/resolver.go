@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -242,6 +243,10 @@ func (r *resolver) decide(qy query, proto int) []byte {
 		return reply(qy, dnsmessage.RCodeSuccess, []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}, "")
 	case qy.q.Type == dnsmessage.TypePTR:
 		return r.reverse(qy)
+	case r.ownName(qy.name):
+		// The machine's own name (git looks it up for its ident): not
+		// the world's business, and nothing for the cell to reach.
+		return reply(qy, dnsmessage.RCodeNameError, nil, "")
 	}
 	rules := r.c.cfg.Policy.Name(qy.name, 0)
 	if len(rules) == 0 {
@@ -291,6 +296,19 @@ func (r *resolver) decide(qy query, proto int) []byte {
 	}
 	r.count(qy, proto, rules)
 	return reply(qy, dnsmessage.RCodeSuccess, out, "")
+}
+
+// ownName reports whether name is this machine's host name, bare or with
+// a search domain added.
+func (r *resolver) ownName(name string) bool {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return false
+	}
+	h = netpolicy.Canonical(h)
+	first, _, _ := strings.Cut(h, ".")
+	n, _, _ := strings.Cut(name, ".")
+	return name == h || n == first && len(r.c.cfg.Policy.Name(name, 0)) == 0
 }
 
 // count tallies a granted query and offers it to the live view.
