@@ -93,6 +93,7 @@ const (
 
 type netcellOwnKey struct {
 	_     structs.HostLayout
+	Addr  [16]uint8
 	Port  uint16
 	Proto uint8
 	Pad   uint8

@@ -286,7 +286,7 @@ func (r *resolver) decide(qy query, proto int) []byte {
 	var out []netip.Addr
 	for _, a := range addrs {
 		a = a.Unmap()
-		if (network == "ip4") == a.Is4() && len(out) < 16 {
+		if (network == "ip4") == a.Is4() && len(out) < 16 && routable(a) {
 			out = append(out, a)
 		}
 	}
@@ -309,6 +309,21 @@ func (r *resolver) ownName(name string) bool {
 	first, _, _ := strings.Cut(h, ".")
 	n, _, _ := strings.Cut(name, ".")
 	return name == h || n == first && len(r.c.cfg.Policy.Name(name, 0)) == 0
+}
+
+// routable reports whether this machine has a route to a (a UDP
+// connect looks the route up and sends nothing). An address without one
+// is left out of the answer: the cell's connection would reach the
+// forwarder, whose own connection would then fail, and a program whose
+// connect succeeded does not fall back to the name's other addresses
+// (IPv6 answers on a machine without IPv6).
+func routable(a netip.Addr) bool {
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 9)))
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // count tallies a granted query and offers it to the live view.

@@ -66,6 +66,28 @@ var cases = []netCase{
 		want: "hello from private.test", op: "connect", target: "private.test:80", comm: "curl"},
 	{name: "loopback-port", script: "exec 3<>/dev/tcp/127.0.0.1/5432 && cat <&3",
 		want: "loopback database", op: "connect", target: "127.0.0.1:5432", comm: "bash"},
+	// The cell's own servers on loopback are its to reach: binding the
+	// database's port on another loopback address, or on IPv6 only,
+	// makes no other service its own.
+	{name: "own-port-trick", script: `python3 -c '
+import socket
+a = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+a.bind(("127.0.0.5", 5432)); a.listen()
+b = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+b.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+b.bind(("::", 5432)); b.listen()
+c = socket.create_connection(("127.0.0.1", 5432), timeout=5)
+print(c.recv(100).decode())'`,
+		want: "loopback database", op: "connect", target: "127.0.0.1:5432", comm: "python3"},
+	// TCP Fast Open sends data with the connection's first packet,
+	// without connect(2).
+	{name: "tcp-fastopen", script: `python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.sendto(b"GET / HTTP/1.0\r\nHost: 203.0.113.11\r\n\r\n", socket.MSG_FASTOPEN, ("203.0.113.11", 80))
+s.settimeout(5)
+print(s.recv(200).decode())'`,
+		want: "hello from 203.0.113.11", op: "connect", target: "203.0.113.11:80", comm: "python3"},
 	// QUIC's port over UDP, to a granted name's address.
 	{name: "udp-443", script: `python3 -c '
 import socket

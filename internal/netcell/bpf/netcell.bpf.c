@@ -220,19 +220,14 @@ static __always_inline struct grant *handed_out(const __u32 a[4], __u16 port)
 	return bpf_map_lookup_elem(&handed, &k);
 }
 
-static __always_inline int own_port(__u16 port, __u16 proto)
-{
-	struct own_key k = { .port = port, .proto = (__u8)proto };
-	return bpf_map_lookup_elem(&own, &k) != 0;
-}
+/* Who a connection to loopback a:port would reach: nobody (the kernel
+ * would refuse it), the cell's own server, or a service of the machine. */
+enum { PEER_NOBODY, PEER_OWN, PEER_OTHER };
 
-/* Whether no socket is bound to a:port on this machine (loopback). A
- * connection there could reach nothing: it is refused as the kernel
- * would refuse it (ECONNREFUSED), without a report, so that a client
- * waiting for its own server to come up is not taken for an escape. */
-static __always_inline int nobody_there(struct bpf_sock_addr *ctx, const __u32 a[4], __u16 port, __u16 proto)
+static __always_inline int loopback_peer(struct bpf_sock_addr *ctx, const __u32 a[4], __u16 port, __u16 proto)
 {
 	struct bpf_sock_tuple t = {};
+	struct own_key k = { .port = 0 };
 	struct bpf_sock *sk;
 	__u32 size;
 
@@ -250,9 +245,22 @@ static __always_inline int nobody_there(struct bpf_sock_addr *ctx, const __u32 a
 	else
 		sk = bpf_sk_lookup_tcp(ctx, &t, size, BPF_F_CURRENT_NETNS, 0);
 	if (!sk)
-		return 1;
+		return PEER_NOBODY;
+	/* Every field read at its fixed offset, before any branch: the
+	 * verifier allows no arithmetic on a socket pointer. */
+	__u32 family = sk->family, ip4 = sk->src_ip4;
+	__u32 m[4] = { sk->src_ip6[0], sk->src_ip6[1], sk->src_ip6[2], sk->src_ip6[3] };
+	k.port = sk->src_port;
 	bpf_sk_release(sk);
-	return 0;
+	k.proto = (__u8)proto;
+	if (family == AF_INET) {
+		m[0] = 0;
+		m[1] = 0;
+		m[2] = bpf_htonl(0xffff);
+		m[3] = ip4;
+	}
+	__builtin_memcpy(k.addr, m, 16);
+	return bpf_map_lookup_elem(&own, &k) ? PEER_OWN : PEER_OTHER;
 }
 
 /* Sends the socket to agent-lock's resolver or forwarder on loopback,
@@ -324,12 +332,13 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, int v6, __u8 op)
 	__u16 port = bpf_ntohs(ctx->user_port);
 	__u16 proto = ctx->protocol;
 	struct grant *g;
+	int peer;
 
 	ctx_addr(ctx, v6, a);
 
 	if (mode == NET_MODE_OPEN) {
 		count(NET_C_ALLOWED);
-		if (is_loopback(a) && own_port(port, proto))
+		if (is_loopback(a) && loopback_peer(ctx, a, port, proto) != PEER_OTHER)
 			return 1;
 		if (op == NET_OP_SEND) {
 			/* Each datagram would flood the report: the first of a socket. */
@@ -348,7 +357,8 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, int v6, __u8 op)
 	if (port == 53 && (proto == IPPROTO_UDP || proto == IPPROTO_TCP || proto == IPPROTO_MPTCP_))
 		return redirect(ctx, v6, a, port, proto, NET_KIND_DNS, op);
 
-	if (is_loopback(a) && own_port(port, proto)) {
+	peer = is_loopback(a) ? loopback_peer(ctx, a, port, proto) : PEER_OTHER;
+	if (peer == PEER_OWN) {
 		count(NET_C_ALLOWED);
 		return 1;
 	}
@@ -360,7 +370,10 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, int v6, __u8 op)
 	}
 	if ((proto == IPPROTO_TCP || proto == IPPROTO_MPTCP_) && handed_out(a, port))
 		return redirect(ctx, v6, a, port, proto, NET_KIND_FORWARD, op);
-	if (is_loopback(a) && nobody_there(ctx, a, port, proto)) {
+	if (peer == PEER_NOBODY) {
+		/* Nobody listens: the kernel would refuse it (ECONNREFUSED), so
+		 * do that, unreported: a client polling for its own server to
+		 * come up is not an escape. */
 		if (audit)
 			return 1;
 		bpf_set_retval(-ECONNREFUSED);
@@ -518,10 +531,18 @@ int sock_create(struct bpf_sock *ctx)
 /* The cell's own servers on loopback: recorded when bound (the port is
  * known after the bind, whether asked for or picked), forgotten when the
  * socket goes. */
-static __always_inline int bound(struct bpf_sock *ctx)
+static __always_inline int bound(struct bpf_sock *ctx, int v6)
 {
 	struct own_key k = { .port = ctx->src_port, .proto = (__u8)ctx->protocol };
 	__u64 cookie = bpf_get_socket_cookie(ctx);
+
+	if (v6) {
+		__u32 m[4] = { ctx->src_ip6[0], ctx->src_ip6[1], ctx->src_ip6[2], ctx->src_ip6[3] };
+		__builtin_memcpy(k.addr, m, 16);
+	} else {
+		__u32 m[4] = { 0, 0, bpf_htonl(0xffff), ctx->src_ip4 };
+		__builtin_memcpy(k.addr, m, 16);
+	}
 
 	if (k.port && !bpf_map_update_elem(&own, &k, &cookie, BPF_ANY))
 		bpf_map_update_elem(&own_by_sock, &cookie, &k, BPF_ANY);
@@ -531,13 +552,13 @@ static __always_inline int bound(struct bpf_sock *ctx)
 SEC("cgroup/post_bind4")
 int post_bind4(struct bpf_sock *ctx)
 {
-	return bound(ctx);
+	return bound(ctx, 0);
 }
 
 SEC("cgroup/post_bind6")
 int post_bind6(struct bpf_sock *ctx)
 {
-	return bound(ctx);
+	return bound(ctx, 1);
 }
 
 SEC("cgroup/sock_release")

@@ -108,11 +108,15 @@ struct peer_key {
 	__u8 family;  /* AF_INET, AF_INET6 */
 };
 
-/* own: ports on loopback that a socket of the cell is bound to (its own
- * servers, a test's listener), which the cell may connect to. */
+/* own: the addresses and ports a socket of the cell is bound to (its own
+ * servers, a test's listener), which the cell may connect to on loopback.
+ * Two sockets cannot hold one address and port (SO_REUSEPORT aside), so
+ * the socket a connection would reach is the cell's when its own address
+ * and port are here. */
 struct own_key {
+	__u8 addr[16];
 	__u16 port;
-	__u8 proto;
+	__u8 proto; /* IPPROTO_TCP (MPTCP's 262 truncates to it) or IPPROTO_UDP */
 	__u8 pad;
 };
 
