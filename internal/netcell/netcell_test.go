@@ -357,3 +357,36 @@ func TestCell(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedWhenAServerDies: a resolver or forwarder that stops while the
+// cell runs is reported on Failed (the session then ends the cell); one
+// stopped on purpose is not.
+func TestFailedWhenAServerDies(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		name string
+		kill func(c *Cell)
+	}{
+		{"resolver", func(c *Cell) { c.res.udp[0].Close() }},
+		{"forwarder", func(c *Cell) { c.fwd.lns[0].Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := openCell(t, Config{Policy: rules(t, "allowed.test")})
+			tc.kill(c)
+			select {
+			case err := <-c.Failed():
+				t.Logf("as it should: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a dead server was not reported")
+			}
+		})
+	}
+	c, _ := openCell(t, Config{Policy: rules(t, "allowed.test")})
+	for range c.Drain() {
+	}
+	select {
+	case err := <-c.Failed():
+		t.Errorf("a drained cell reported a failure: %v", err)
+	default:
+	}
+}
