@@ -14,7 +14,7 @@ GO ?= go
 BUILD := .build
 # Packages whose tests need the VM: compiled on the host by test-bins and
 # run in every guest by test/guest-suite.sh.
-VM_TEST_PKGS ?= ./internal/jail ./internal/session ./internal/cli
+VM_TEST_PKGS ?= ./internal/jail ./internal/session ./internal/cli ./internal/netcell
 VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
 # Two guests at once: each is single-threaded TCG (one host core), and CI
 # machines have two. The two longest first (forky builds Go in realwork,
