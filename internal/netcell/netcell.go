@@ -79,9 +79,6 @@ type Cell struct {
 	closer bool
 }
 
-// ErrClosed is what a stopped cell's listeners return.
-var errStopped = errors.New("netcell stopped")
-
 // Open loads the programs, starts the resolver and the forwarder, and
 // attaches the programs to cfg.Cgroup. Any failure undoes all of it.
 func Open(cfg Config) (c *Cell, err error) {
@@ -287,7 +284,8 @@ func (c *Cell) fail(err error) {
 
 // Counters are the cell's network totals: what was let through (the
 // kernel's connections and datagrams, the resolver's answers, the
-// forwarder's connections) and what was refused, and events lost.
+// forwarder's connections), what was reported as an escape (refused, or
+// let through by --audit or --net open), and events lost.
 type Counters struct {
 	Allowed, Refused, Lost uint64
 }

@@ -337,19 +337,24 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, int v6, __u8 op)
 	ctx_addr(ctx, v6, a);
 
 	if (mode == NET_MODE_OPEN) {
-		count(NET_C_ALLOWED);
-		if (is_loopback(a) && loopback_peer(ctx, a, port, proto) != PEER_OTHER)
+		if (is_loopback(a) && loopback_peer(ctx, a, port, proto) != PEER_OTHER) {
+			count(NET_C_ALLOWED);
 			return 1;
+		}
 		if (op == NET_OP_SEND) {
 			/* Each datagram would flood the report: the first of a socket. */
 			__u32 *seen;
 			if (!ctx->sk)
 				return 1;
 			seen = bpf_sk_storage_get(&reported, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-			if (!seen || *seen)
+			if (!seen || *seen) {
+				count(NET_C_ALLOWED);
 				return 1;
+			}
 			*seen = 1;
 		}
+		/* Reported: counted with the escapes, as audit's are. */
+		count(NET_C_REFUSED);
 		emit(op, NET_OPEN, a, port, ctx->family, ctx->type, proto, 0);
 		return 1;
 	}
@@ -520,6 +525,7 @@ int sock_create(struct bpf_sock *ctx)
 	if (type == SOCK_DGRAM && proto == IPPROTO_UDP)
 		return 1;
 	if (mode == NET_MODE_OPEN) {
+		count(NET_C_REFUSED);
 		emit(NET_OP_SOCKET, NET_OPEN, a, 0, family, type, proto, 0);
 		return 1;
 	}

@@ -36,7 +36,8 @@ enum net_kind {
 /* The counters map's slots. */
 enum net_counter {
 	NET_C_ALLOWED = 0, /* connections and datagrams let through */
-	NET_C_REFUSED,     /* refusals (or, in audit, would-be refusals) */
+	NET_C_REFUSED,     /* what is reported as an escape: refusals, and what
+	                    * --audit or --net open let through */
 	NET_C_LOST,        /* events the ring buffer had no room for */
 	NET_C_MAX,
 };
