@@ -145,3 +145,33 @@ func TestPolicyFilesNetwork(t *testing.T) {
 		t.Errorf("a private address without a port: %v", err)
 	}
 }
+
+// TestPolicyPrintsTheNetwork: agent-lock policy lists the hosts a session
+// gets and where each comes from, or says the network is off or open.
+func TestPolicyPrintsTheNetwork(t *testing.T) {
+	t.Setenv("SUDO_UID", "")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--profile", "claude", "--allow-net", "localhost:5432", "--allow-net", "*.example.com"},
+			[]string{"api.anthropic.com:443", "profile claude", "localhost:5432", "*.example.com", "--allow-net", "refused"}},
+		{[]string{"--profile", "claude", "--net", "off"}, []string{"network: off (--net): no connection, no name resolved"}},
+		{[]string{"--net", "open"}, []string{"network: open (--net): every connection allowed, and reported"}},
+	} {
+		var out, errb strings.Builder
+		args := append(append(slices.Clone(tc.args), dir, "--"), "true")
+		if code := policyCmd(args, &out, &errb); code != 0 {
+			t.Fatalf("policy %v: exit %d: %s", tc.args, code, errb.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("policy %v does not say %q:\n%s", tc.args, w, out.String())
+			}
+		}
+		if slices.Contains(tc.args, "off") && strings.Contains(out.String(), "api.anthropic.com") {
+			t.Errorf("--net off still lists the profile's hosts:\n%s", out.String())
+		}
+	}
+}
