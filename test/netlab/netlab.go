@@ -69,6 +69,7 @@ var (
 	siteA    = netip.MustParseAddr("203.0.113.10") // allowed.test, other.test (one address, two sites)
 	siteB    = netip.MustParseAddr("203.0.113.11") // refused.test
 	gitHost  = netip.MustParseAddr("203.0.113.12") // git.test
+	modelAt  = netip.MustParseAddr("203.0.113.13") // model.test: a scripted model API
 	private  = netip.MustParseAddr("10.200.0.9")   // private.test
 	metadata = netip.MustParseAddr("169.254.169.254")
 )
@@ -81,8 +82,13 @@ const BenchPort = 9000
 // zone is what the lab's DNS server answers.
 var zone = map[string]netip.Addr{
 	"allowed.test": siteA, "other.test": siteA, "refused.test": siteB,
-	"git.test": gitHost, "private.test": private,
+	"git.test": gitHost, "private.test": private, "model.test": modelAt,
 }
+
+// ModelReply is what the scripted model at https://model.test answers
+// every Messages API request with.
+const ModelReply = "scripted reply from model.test"
+
 
 // New builds the lab; Close takes it down.
 func New(ctx context.Context) (l *Lab, err error) {
@@ -115,7 +121,7 @@ func New(ctx context.Context) (l *Lab, err error) {
 		{"-n", l.inetNS, "link", "set", "vi", "up"},
 		{"-n", l.cellNS, "route", "add", "default", "via", dnsAddr.String()},
 	}
-	for _, a := range []netip.Addr{siteA, siteB, gitHost, private, metadata} {
+	for _, a := range []netip.Addr{siteA, siteB, gitHost, modelAt, private, metadata} {
 		cmds = append(cmds, []string{"-n", l.inetNS, "addr", "add", a.String() + "/32", "dev", "lo"})
 	}
 	for _, c := range cmds {
@@ -262,6 +268,11 @@ func (l *Lab) servers(ctx context.Context) error {
 			return err
 		}
 		l.serveHTTP(ln, git, tlsCfg)
+		ml, err := net.Listen("tcp", netip.AddrPortFrom(modelAt, 443).String())
+		if err != nil {
+			return err
+		}
+		l.serveHTTP(ml, http.HandlerFunc(scriptedModel), tlsCfg)
 		sl, err := net.Listen("tcp", netip.AddrPortFrom(gitHost, 22).String())
 		if err != nil {
 			return err
@@ -555,5 +566,40 @@ func serveBench(ln net.Listener) {
 				}
 			}
 		}()
+	}
+}
+
+// scriptedModel answers the Anthropic Messages API (POST /v1/messages)
+// with ModelReply, streamed (server-sent events) when the request asks
+// for it, and every other path with an empty JSON object.
+func scriptedModel(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1/messages") || strings.HasSuffix(r.URL.Path, "count_tokens") {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "count_tokens") {
+			io.WriteString(w, `{"input_tokens":10}`)
+			return
+		}
+		io.WriteString(w, "{}")
+		return
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	const msg = `{"id":"msg_lab","type":"message","role":"assistant","model":"claude-lab","content":[%s],` +
+		`"stop_reason":%s,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":5}}`
+	if !bytes.Contains(body, []byte(`"stream":true`)) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, msg, `{"type":"text","text":"`+ModelReply+`"}`, `"end_turn"`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	events := []struct{ name, data string }{
+		{"message_start", `{"type":"message_start","message":` + fmt.Sprintf(msg, "", "null") + `}`},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`},
+		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + ModelReply + `"}}`},
+		{"content_block_stop", `{"type":"content_block_stop","index":0}`},
+		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}`},
+		{"message_stop", `{"type":"message_stop"}`},
+	}
+	for _, e := range events {
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.name, e.data)
 	}
 }

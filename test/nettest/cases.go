@@ -25,6 +25,10 @@ type netCase struct {
 	target string
 	comm   string
 	says   string
+	// flags replace the suite's grants for the jailed run.
+	flags []string
+	// needs names what the case needs installed (claude), "" nothing.
+	needs string
 }
 
 // reached reports whether a run reached the case's host.
@@ -120,6 +124,14 @@ print(urllib.request.urlopen("https://allowed.test/", context=ctx, timeout=10).r
 	{name: "ssh", works: true, want: "ssh works", script: sshCmd + " jailtest@git.test echo ssh works"},
 	{name: "git-clone-ssh", works: true, want: "lab repository",
 		script: `rm -rf c2 && GIT_SSH_COMMAND='` + sshCmd + `' git clone -q jailtest@git.test:repo.git c2 && cat c2/README`},
+	// Claude Code itself (the pinned package make agents fetches, in the
+	// user's npm prefix), granted its profile and the scripted model's
+	// name, asks that model and prints its answer.
+	{name: "claude-code", works: true, needs: "claude", want: netlab.ModelReply,
+		flags: []string{"--profile", "claude", "--allow-net", "model.test"},
+		script: `NODE_EXTRA_CA_CERTS="$PWD/ca.pem" ANTHROPIC_BASE_URL=https://model.test ANTHROPIC_API_KEY=sk-ant-lab ` +
+			`DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 ` +
+			`"$HOME/.npm-global/bin/claude" -p "Say the scripted line." </dev/null`},
 	// The agent's own server on loopback (a test's, a dev server).
 	{name: "own-loopback-server", works: true, want: "Directory listing", script: `
 python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &

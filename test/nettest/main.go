@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -47,6 +48,7 @@ func run() int {
 		runRE     = flag.String("run", "", "run only cases whose name matches `regexp`")
 		verbose   = flag.Bool("v", false, "print the output and report of cases that do not pass")
 		timeout   = flag.Duration("timeout", 60*time.Second, "time limit of each run")
+		claude    = flag.String("claude", ".build/agents/claude-code/node_modules/@anthropic-ai/claude-code", "Claude Code's `package` (make agents)")
 	)
 	flag.Parse()
 	re, err := regexp.Compile(*runRE)
@@ -77,7 +79,7 @@ func run() int {
 		return 2
 	}
 	defer l.Close()
-	s, err := newSuite(l, u, abs, *engine, *timeout)
+	s, err := newSuite(l, u, abs, *engine, *timeout, *claude)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nettest:", err)
 		return 2
@@ -115,9 +117,38 @@ type suite struct {
 	dir     string // DIR: the project, in the test user's home
 	work    string
 	verbose bool
+	// missing says why what a case needs is not installed.
+	missing map[string]string
 }
 
-func newSuite(l *netlab.Lab, u *testenv.User, agentLock, engine string, timeout time.Duration) (*suite, error) {
+// installClaude copies Claude Code's package into the user's npm prefix
+// (~/.npm-global, which the node profile grants) with its bin link.
+func (s *suite) installClaude(pkg string) error {
+	abs, err := filepath.Abs(pkg)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(abs, "bin/claude.exe")); err != nil {
+		return fmt.Errorf("Claude Code is not fetched (make agents): %v", err)
+	}
+	prefix := filepath.Join(s.user.Home, ".npm-global")
+	os.RemoveAll(prefix)
+	dst := filepath.Join(prefix, "lib/node_modules/@anthropic-ai/claude-code")
+	os.MkdirAll(filepath.Dir(dst), 0o755)
+	os.MkdirAll(filepath.Join(prefix, "bin"), 0o755)
+	if out, err := exec.Command("cp", "-a", abs, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("install Claude Code: %v %s", err, out)
+	}
+	if err := os.Symlink("../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe", filepath.Join(prefix, "bin/claude")); err != nil {
+		return err
+	}
+	if out, err := exec.Command("chown", "-R", "-h", fmt.Sprintf("%d:%d", s.user.UID, s.user.GID), prefix).CombinedOutput(); err != nil {
+		return fmt.Errorf("chown: %v %s", err, out)
+	}
+	return nil
+}
+
+func newSuite(l *netlab.Lab, u *testenv.User, agentLock, engine string, timeout time.Duration, claude string) (*suite, error) {
 	work, err := os.MkdirTemp("", "nettest-")
 	if err != nil {
 		return nil, err
@@ -146,6 +177,11 @@ func newSuite(l *netlab.Lab, u *testenv.User, agentLock, engine string, timeout 
 			return nil, err
 		}
 	}
+	// Claude Code where npm would put it for the user (a missing package
+	// fails its case: make agents fetches it).
+	if err := s.installClaude(claude); err != nil {
+		s.missing = map[string]string{"claude": err.Error()}
+	}
 	// agent-lock's start is slow under emulation: measure it once.
 	if _, err := s.run.MeasureStart(context.Background(), s.dir); err != nil {
 		// MeasureStart runs outside the lab; in it, with the grants:
@@ -155,6 +191,7 @@ func newSuite(l *netlab.Lab, u *testenv.User, agentLock, engine string, timeout 
 }
 
 func (s *suite) cleanup() {
+	os.RemoveAll(filepath.Join(s.user.Home, ".npm-global"))
 	os.RemoveAll(s.dir)
 	os.RemoveAll(s.work)
 }
@@ -170,7 +207,11 @@ func (s *suite) unjailed(ctx context.Context, c netCase) testenv.Result {
 // jailed runs it under agent-lock, in the lab's cell namespace.
 func (s *suite) jailed(ctx context.Context, c netCase) testenv.Result {
 	report := s.run.NextReport()
-	argv := s.run.JailArgv(s.dir, report, testenv.StartWrapper([]string{"/bin/bash", "-c", c.script}), grants...)
+	flags := grants
+	if c.flags != nil {
+		flags = c.flags
+	}
+	argv := s.run.JailArgv(s.dir, report, testenv.StartWrapper([]string{"/bin/bash", "-c", c.script}), flags...)
 	res := s.run.Run(ctx, testenv.Proc{Argv: s.lab.Wrap(argv, 0, 0), Dir: s.dir, Env: s.run.RootEnv(), Timeout: s.run.JailTimeout()})
 	s.run.ReadReport(&res, report)
 	return res
@@ -181,6 +222,9 @@ var netOps = map[string]bool{"connect": true, "send": true, "resolve": true, "so
 
 // judge runs c twice and says how it went.
 func (s *suite) judge(ctx context.Context, c netCase) (verdict, detail string) {
+	if why := s.missing[c.needs]; why != "" {
+		return "FAIL", why
+	}
 	mark := s.lab.QueryMark()
 	base := s.unjailed(ctx, c)
 	if !c.reached(s.lab, base, mark) {
