@@ -39,6 +39,8 @@ type resolver struct {
 
 	seenMu sync.Mutex
 	seen   map[seenKey]time.Time // refusals reported lately, to report a retry once
+
+	search []string // the system's search domains
 }
 
 type seenKey struct {
@@ -56,7 +58,8 @@ const ttl = 60
 const maxInFlight = 64
 
 func newResolver(c *Cell) (*resolver, error) {
-	r := &resolver{c: c, sem: make(chan struct{}, maxInFlight), probes: map[string]netip.Addr{}, seen: map[seenKey]time.Time{}}
+	r := &resolver{c: c, sem: make(chan struct{}, maxInFlight), probes: map[string]netip.Addr{}, seen: map[seenKey]time.Time{},
+		search: searchDomains("/etc/resolv.conf")}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	u4, t4, p4, err := listenDNS("127.0.0.1")
 	if err != nil {
@@ -250,13 +253,19 @@ func (r *resolver) decide(qy query, proto int) []byte {
 	}
 	rules := r.c.cfg.Policy.Name(qy.name, 0)
 	if len(rules) == 0 {
+		// NXDOMAIN, not REFUSED: resolver libraries give up a search on
+		// REFUSED, and a granted name asked with a search domain first
+		// (ndots) would never be tried bare.
+		if r.searched(qy.name) {
+			return reply(qy, dnsmessage.RCodeNameError, nil, "")
+		}
 		why := "not granted (" + netpolicy.Hint(qy.name, 0) + ")"
 		if r.c.cfg.Policy.Mode == netpolicy.Off {
 			why = "--net off"
 		}
 		if !r.c.cfg.Audit {
 			r.report(qy, proto, Refused, why)
-			return reply(qy, dnsmessage.RCodeRefused, nil, "agent-lock refused "+qy.name+": "+why)
+			return reply(qy, dnsmessage.RCodeNameError, nil, "agent-lock refused "+qy.name+": "+why)
 		}
 		r.report(qy, proto, Audit, why)
 	}
@@ -296,6 +305,37 @@ func (r *resolver) decide(qy query, proto int) []byte {
 	}
 	r.count(qy, proto, rules)
 	return reply(qy, dnsmessage.RCodeSuccess, out, "")
+}
+
+// searched reports whether name is a granted name with one of the
+// system's search domains added (a resolver library tries those first
+// when a name has fewer dots than its ndots): the library's search, not a
+// reach, so it is answered NXDOMAIN unreported.
+func (r *resolver) searched(name string) bool {
+	for _, d := range r.search {
+		if bare, ok := strings.CutSuffix(name, "."+d); ok && len(r.c.cfg.Policy.Name(bare, 0)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// searchDomains reads the search list of the system's resolv.conf.
+func searchDomains(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 && (f[0] == "search" || f[0] == "domain") {
+			for _, d := range f[1:] {
+				out = append(out, netpolicy.Canonical(d))
+			}
+		}
+	}
+	return out
 }
 
 // ownName reports whether name is this machine's host name, bare or with
@@ -386,7 +426,7 @@ func (r *resolver) emit(qy query, proto int, v Verdict, why string) {
 // reply builds the response to qy: rcode, the addresses as A or AAAA
 // records, and where the asker speaks EDNS and refuse is set, an Extended
 // DNS Error (RFC 8914, "Prohibited") that says who refused and why: dig
-// shows it.
+// shows it beside the NXDOMAIN.
 func reply(qy query, rcode dnsmessage.RCode, addrs []netip.Addr, refuse string) []byte {
 	b := dnsmessage.NewBuilder(make([]byte, 0, 512), dnsmessage.Header{
 		ID: qy.hdr.ID, Response: true, OpCode: qy.hdr.OpCode, RecursionDesired: qy.hdr.RecursionDesired,
