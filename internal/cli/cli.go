@@ -86,7 +86,7 @@ Flags:
                      profile's service hosts (its API and login) and nothing
                      else; names are resolved by agent-lock's own resolver
   --net off|open     off: no network at all; open: every connection allowed,
-                     and reported (no confinement)
+                     and reported (no confinement); grants: the default
   --env NAME         pass this variable although it looks like a secret
                      (repeatable); variables named like credentials
                      (*_TOKEN, *_SECRET, *_KEY, *_PASSWORD, AWS_*, ...) are
