@@ -89,7 +89,6 @@ var zone = map[string]netip.Addr{
 // every Messages API request with.
 const ModelReply = "scripted reply from model.test"
 
-
 // New builds the lab; Close takes it down.
 func New(ctx context.Context) (l *Lab, err error) {
 	var rnd [3]byte
