@@ -14,7 +14,7 @@ GO ?= go
 BUILD := .build
 # Packages whose tests need the VM: compiled on the host by test-bins and
 # run in every guest by test/guest-suite.sh.
-VM_TEST_PKGS ?= ./internal/jail ./internal/session ./internal/cli
+VM_TEST_PKGS ?= ./internal/jail ./internal/session ./internal/cli ./internal/netcell
 VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
 # Two guests at once: each is single-threaded TCG (one host core), and CI
 # machines have two. The two longest first (forky builds Go in realwork,
@@ -29,7 +29,9 @@ BENCH_VMTEST_FLAGS ?= -timeout=30m -parallel=2 -kernels=bookworm,forky,trixie
 # real terminal of the dashboard's end-to-end test. npm fetches the real
 # agents the profile tests run (make agents): Debian's package where no npm
 # is installed (a NodeSource nodejs brings its own and conflicts with it).
-DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux
+# The network suite (test/nettest) runs dig (bind9-dnsutils), curl, git,
+# ssh (openssh-client) and python3 in its namespaces.
+DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux bind9-dnsutils curl git openssh-client python3
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
 .PHONY: test build test-bins agents unit vmtest vmtest-self native bench bench-native adversary deps generate-deps generate check-generate clean screenshot bench-pane
@@ -69,7 +71,7 @@ build:
 # Test binaries live at .build/tests/<package path>.test so the guest can
 # run each from its package directory.
 test-bins:
-	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench $(BUILD)/panebench $(BUILD)/realagents
+	rm -rf $(BUILD)/tests $(BUILD)/adversary $(BUILD)/realwork $(BUILD)/bench $(BUILD)/panebench $(BUILD)/realagents $(BUILD)/nettest
 	@for pkg in $(VM_TEST_PKGS); do \
 		dir=$${pkg#./}; \
 		if ! compgen -G "$$dir/*_test.go" >/dev/null; then \
@@ -78,7 +80,7 @@ test-bins:
 		echo "$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir"; \
 		$(GO) test -c -o $(BUILD)/tests/$$dir.test ./$$dir; \
 	done
-	@for runner in adversary realwork bench panebench realagents; do \
+	@for runner in adversary realwork bench panebench realagents nettest; do \
 		if [ "$$($(GO) list -f '{{.Name}}' ./test/$$runner 2>/dev/null)" = main ]; then \
 			echo "$(GO) build -o $(BUILD)/$$runner ./test/$$runner"; \
 			$(GO) build -o $(BUILD)/$$runner ./test/$$runner; \
@@ -189,9 +191,10 @@ generate:
 	GO=$(GO) internal/jail/generate.sh
 
 # Regenerating with the pinned clang must reproduce the committed objects.
+BPF_PKGS := internal/jail internal/netcell
 check-generate: generate
-	git diff --exit-code -- internal/jail
-	test -z "$$(git status --porcelain -- internal/jail)" || { git status --short -- internal/jail; exit 1; }
+	git diff --exit-code -- $(BPF_PKGS)
+	test -z "$$(git status --porcelain -- $(BPF_PKGS))" || { git status --short -- $(BPF_PKGS); exit 1; }
 
 clean:
 	rm -rf $(BUILD)

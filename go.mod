@@ -15,6 +15,8 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/creack/pty v1.1.24
 	github.com/landlock-lsm/go-landlock v0.11.2
+	golang.org/x/crypto v0.46.0
+	golang.org/x/net v0.48.0
 	golang.org/x/sys v0.50.0
 )
 

@@ -122,6 +122,9 @@ if [ "$engine" = landlock ]; then
 		step "bench-smoke --engine landlock" .build/bench -smoke -engine landlock -agent-lock .build/agent-lock
 	fi
 	step "realagents --engine landlock" .build/realagents -agent-lock .build/agent-lock -engine landlock
+	# The cell's network under this engine: the same cgroup programs, the
+	# whole suite (test/nettest's small internet).
+	step "nettest --engine landlock" .build/nettest -agent-lock .build/agent-lock -engine landlock
 	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
 	# the host's audit on for its run and holds the engine to reporting
 	# what they cover (mkdir, unlink, rename, signals, ...).
@@ -140,8 +143,23 @@ mapfile -t bins < <(find .build/tests -name '*.test' -type f -perm -u+x 2>/dev/n
 if [ "${#bins[@]}" -eq 0 ]; then
 	echo "guest-suite: SKIP tests (no test binaries in .build/tests; run make test-bins)"
 fi
+# The terminal's tests (the pane, the dashboard in tmux, ^C, a closed
+# terminal, q) are agent-lock's own conduct at a terminal more than the
+# kernel's: under the BPF LSM they run in the guests named in TERMINAL_ON
+# (forky), about four minutes under emulation, and natively under Landlock.
+terminal_tests='^(TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSummaryAfterQIsTheRecordings|TestLiveDashboardAndWatch|TestOneTerminal|TestExitWithAgent|TestHeadlessOnATerminal)$'
+# on LIST: whether this guest is one of LIST's (AGENT_LOCK_KERNEL).
+on() {
+	case " $1 " in *" ${AGENT_LOCK_KERNEL:-} "*) return 0 ;; esac
+	return 1
+}
 for bin in "${bins[@]}"; do
-	step "${bin#.build/tests/}" run_test_binary "$bin"
+	if [[ $bin == */cli.test ]] && ! on "${TERMINAL_ON:-forky}"; then
+		echo "guest-suite: the terminal's tests run on: ${TERMINAL_ON:-forky} (and natively)"
+		step "${bin#.build/tests/} (without the terminal's)" run_test_binary "$bin" -test.skip "$terminal_tests"
+	else
+		step "${bin#.build/tests/}" run_test_binary "$bin"
+	fi
 done
 
 # What each guest runs is sized to CI's budget (90 minutes, two cores, one
@@ -190,22 +208,43 @@ done
 
 # Real agents (test/realagents: Claude Code, Codex and Gemini CLI from
 # `make agents`, driven through a scripted session by a stand-in model
-# server on 127.0.0.1) in the guests named in REALAGENTS_ON (forky, which
-# ends before bookworm: that guest's Landlock subset is longer), jailed as a
-# first run and then as the returning user that run left; the unjailed
-# sessions, which test no kernel, run natively with the Landlock ones.
-# Under emulation the six took 14 minutes (forky, beside three other
-# guests on two cores).
+# server on 127.0.0.1). Natively (make native) every agent runs unjailed,
+# as a returning user and as a first run under Landlock; in the guests
+# named in REALAGENTS_ON (forky) the agents matching REALAGENTS_RUN
+# (Claude Code) run jailed by the BPF LSM as a first run: under emulation
+# each session takes two to three minutes, and CI's budget has room for
+# one.
 case " ${REALAGENTS_ON:-forky} " in
 *" ${AGENT_LOCK_KERNEL:-} "*)
 	if [ -x .build/realagents ]; then
-		step realagents .build/realagents -agent-lock .build/agent-lock -sessions first-run,returning
+		step realagents .build/realagents -agent-lock .build/agent-lock -run "${REALAGENTS_RUN:-claude}" -sessions "${REALAGENTS_SESSIONS:-first-run}"
 	else
 		echo "guest-suite: SKIP realagents (.build/realagents not built)"
 	fi
 	;;
 *) echo "guest-suite: SKIP realagents (runs on: ${REALAGENTS_ON:-forky})" ;;
 esac
+
+# The cell's network (test/nettest, in network namespaces of its own):
+# the whole suite natively under Landlock (the same cgroup programs under
+# either engine), and where NETTEST_FULL_ON names the guest (none by
+# default); a case per program and path where NETTEST_PART_ON does (forky:
+# DNS, the forwarder's TLS check, an unresolved address, UDP, a raw
+# socket, a granted name over TLS, git over SSH, the agent's own server,
+# beside the BPF LSM's programs); nothing more elsewhere:
+# internal/netcell's Go tests above load and exercise the programs on
+# every kernel. Measured under TCG on a busy build machine: the whole
+# suite about 11 minutes, the part about 6.
+if [ ! -x .build/nettest ]; then
+	echo "guest-suite: SKIP nettest (.build/nettest not built)"
+else
+	case " ${NETTEST_FULL_ON:-} / ${NETTEST_PART_ON:-forky} " in
+	*" ${AGENT_LOCK_KERNEL:-} "*/*) step nettest .build/nettest -agent-lock .build/agent-lock ;;
+	*/*" ${AGENT_LOCK_KERNEL:-} "*) step "nettest (part)" .build/nettest -agent-lock .build/agent-lock \
+		-run "${NETTEST_PART:-^(refused-name|shared-address-tls|raw-address|udp-443|icmp-echo|curl-https|git-clone-ssh|own-loopback-server)$}" ;;
+	*) echo "guest-suite: SKIP nettest here (whole on: ${NETTEST_FULL_ON:-native only}; part on: ${NETTEST_PART_ON:-forky})" ;;
+	esac
+fi
 
 # The Landlock engine's Go tests ran above with the others (observers,
 # TestLandlockEngine). Its whole adversary suite runs natively (make native,

@@ -16,6 +16,8 @@ import (
 	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/netcell"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
@@ -86,6 +88,16 @@ Flags:
   --allow-root       allow running the agent as root
   --allow-home       allow DIR to be your home or a folder holding it (the
                      agent then reaches all of it but your secrets)
+  --allow-net HOST[:PORT]
+                     let the agent connect to this host (repeatable): a name
+                     (api.example.com), its subdomains (*.example.com), an IP
+                     or a CIDR; every port unless :PORT. Loopback, link-local
+                     (169.254.169.254) and private addresses need an address
+                     and a port (--allow-net localhost:5432). Default: the
+                     profile's service hosts (its API and login) and nothing
+                     else; names are resolved by agent-lock's own resolver
+  --net off|open     off: no network at all; open: every connection allowed,
+                     and reported (no confinement); grants: the default
   --env NAME         pass this variable although it looks like a secret
                      (repeatable); variables named like credentials
                      (*_TOKEN, *_SECRET, *_KEY, *_PASSWORD, AWS_*, ...) are
@@ -147,6 +159,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return session.ExitNotFound
 			}
 			return session.ExitCannotExec
+		case netcell.ProbeArg:
+			// The network's self-test, run in a new cell by agent-lock
+			// itself before the agent starts.
+			return netcell.RunProbe(args[1:])
 		case session.ReaperArg:
 			if len(args) != 2 {
 				return session.ExitFailed
@@ -199,6 +215,13 @@ type options struct {
 	// serve says this is it (paneServerArg).
 	args  []string
 	serve bool
+	// allowNet are the --allow-net values; netRules the rules they and
+	// the policy files grant (files first); net is --net, or the policy
+	// files' net, and netFrom says which set it.
+	allowNet []string
+	netRules []netpolicy.Rule
+	net      string
+	netFrom  string
 }
 
 // isPattern tells a --deny name pattern ('*.pem') from a path.
@@ -242,6 +265,8 @@ func parse(args []string) (options, error) {
 	fs.Var(listFlag{&o.deny}, "deny", "")
 	fs.Var(listFlag{&o.unprotect}, "unprotect", "")
 	fs.Var(listFlag{&o.profiles}, "profile", "")
+	fs.Var(listFlag{&o.allowNet}, "allow-net", "")
+	fs.Func("net", "", func(v string) error { o.net, o.netFrom = v, "--net"; return nil })
 	fs.BoolVar(&o.help, "h", false, "")
 	fs.BoolVar(&o.help, "help", false, "")
 	var pos []string
@@ -296,6 +321,21 @@ func parse(args []string) (options, error) {
 	}
 	if err := dashboard.CheckFlipKey(o.paneKey); err != nil {
 		return o, fmt.Errorf("--pane-key: %w", err)
+	}
+	mode, err := netpolicy.ParseMode(o.net)
+	if err != nil {
+		return o, fmt.Errorf("--net %w", err)
+	}
+	for _, a := range o.allowNet {
+		rs, err := netpolicy.Parse(a, "--allow-net")
+		if err != nil {
+			return o, fmt.Errorf("--allow-net %w", err)
+		}
+		o.netRules = append(o.netRules, rs...)
+	}
+	if mode != netpolicy.Grants && len(o.allowNet) > 0 {
+		return o, fmt.Errorf("--net %s and --allow-net %s: --net %s grants %s; leave out one of them", o.net, o.allowNet[0], o.net,
+			map[netpolicy.Mode]string{netpolicy.Off: "no host", netpolicy.Open: "every host"}[mode])
 	}
 	if o.format != "" && o.format != "json" && o.format != "text" {
 		return o, fmt.Errorf("--format %q: use json or text", o.format)

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
 	"github.com/agent-lock/agent-lock/internal/session"
@@ -43,6 +44,7 @@ func applyPolicyFiles(o *options, id asuser.ID, home, dir string) ([]string, err
 	}
 	var used []string
 	var lists struct{ allow, allowWrite, deny, denyPatterns, unprotect, allowUnix, env []string }
+	var netRules []netpolicy.Rule
 	for _, f := range []*policy.File{homeFile, projFile} {
 		if f == nil {
 			continue
@@ -55,6 +57,7 @@ func applyPolicyFiles(o *options, id asuser.ID, home, dir string) ([]string, err
 		lists.unprotect = append(lists.unprotect, f.Unprotect...)
 		lists.allowUnix = append(lists.allowUnix, f.AllowUnix...)
 		lists.env = append(lists.env, f.Env...)
+		netRules = append(netRules, f.NetRules...)
 	}
 	o.allow = append(lists.allow, o.allow...)
 	o.allowWrite = append(lists.allowWrite, o.allowWrite...)
@@ -63,6 +66,7 @@ func applyPolicyFiles(o *options, id asuser.ID, home, dir string) ([]string, err
 	o.unprotect = slices.Compact(append(lists.unprotect, o.unprotect...))
 	o.allowUnix = append(lists.allowUnix, o.allowUnix...)
 	o.passEnv = append(lists.env, o.passEnv...)
+	o.netRules = append(netRules, o.netRules...)
 	for _, f := range []*policy.File{projFile, homeFile} {
 		if f == nil {
 			continue
@@ -73,6 +77,14 @@ func applyPolicyFiles(o *options, id asuser.ID, home, dir string) ([]string, err
 		if len(o.profiles) == 0 {
 			o.profiles = f.Profiles
 		}
+		if o.netFrom == "" && f.Net != "" {
+			o.net, o.netFrom = f.Net, f.Path
+		}
+	}
+	if m, _ := netpolicy.ParseMode(o.net); m != netpolicy.Grants && len(o.netRules) > 0 {
+		r := o.netRules[0]
+		return nil, fmt.Errorf("net = %q (from %s) grants %s, but %s grants %s: leave out one of them (--net grants keeps the grants)",
+			o.net, o.netFrom, map[netpolicy.Mode]string{netpolicy.Off: "no host", netpolicy.Open: "every host"}[m], r.From, r)
 	}
 	return used, nil
 }
@@ -159,6 +171,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	} else {
 		bpfPolicy(stdout, plan, tilde)
 	}
+	printNet(stdout, plan.Net, o.netFrom)
 	env := append(slices.Clone(plan.Profiles.Env), o.passEnv...)
 	fmt.Fprintf(stdout, "\nenvironment: variables named like credentials are withheld; passed anyway: %s\n", orNone(strings.Join(env, " ")))
 	var missing []string
@@ -324,4 +337,28 @@ func currentUser() (session.Agent, error) {
 	// a zero id would be root's, which a user cannot act as.
 	return session.Agent{Name: u.Username, Home: u.HomeDir, Shell: shell,
 		UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}, nil
+}
+
+// printNet prints the cell's network: what its resolver answers and its
+// programs let through.
+func printNet(w io.Writer, p netpolicy.Policy, from string) {
+	switch p.Mode {
+	case netpolicy.Off:
+		fmt.Fprintf(w, "\nnetwork: off (%s): no connection, no name resolved\n", from)
+		return
+	case netpolicy.Open:
+		fmt.Fprintf(w, "\nnetwork: open (%s): every connection allowed, and reported\n", from)
+		return
+	}
+	fmt.Fprintln(w, "\nnetwork (names through agent-lock's resolver, checked again by TLS server name and HTTP Host;")
+	fmt.Fprintln(w, "loopback, link-local and private addresses only as granted by address and port):")
+	seen := map[string]bool{}
+	for _, r := range p.Rules {
+		if seen[r.String()+r.From] {
+			continue // localhost is two rules
+		}
+		seen[r.String()+r.From] = true
+		fmt.Fprintf(w, "  %-40s %s\n", r, r.From)
+	}
+	fmt.Fprintln(w, "  refused                                  everything else (--allow-net HOST[:PORT] grants a host)")
 }

@@ -129,3 +129,93 @@ func TestPolicyLandlock(t *testing.T) {
 		t.Errorf("--engine bpf-lsm lost its semantics:\n%s", bpf)
 	}
 }
+
+// TestPolicyFilesNetwork: allow-net and net in the policy files. A
+// project's file may narrow the network (net = "off") but not widen it
+// (allow-net, net = "open") unless trusted; the flags' --net wins over the
+// files'; a mode that grants nothing with rules that grant something is an
+// error that names both.
+func TestPolicyFilesNetwork(t *testing.T) {
+	id := caller()
+	home, dir := t.TempDir(), t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	os.MkdirAll(filepath.Join(home, ".config/agent-lock"), 0o755)
+	userFile := filepath.Join(home, policy.HomeFile)
+	projFile := filepath.Join(dir, policy.PolicyFile)
+
+	os.WriteFile(userFile, []byte("allow-net = [\"github.com\", \"localhost:5432\"]\n"), 0o644)
+	o, err := parse([]string{"--allow-net", "*.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := applyPolicyFiles(&o, id, home, dir); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range o.netRules {
+		got = append(got, r.String()+" ("+r.From+")")
+	}
+	want := []string{"github.com (policy file " + userFile + ")", "localhost:5432 (policy file " + userFile + ")",
+		"localhost:5432 (policy file " + userFile + ")", "*.example.com (--allow-net)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rules %q, want %q", got, want)
+	}
+
+	for _, widen := range []string{"allow-net = [\"evil.example\"]\n", "net = \"open\"\n"} {
+		os.WriteFile(projFile, []byte(widen), 0o644)
+		if _, err := applyPolicyFiles(&options{}, id, home, dir); err == nil || !strings.Contains(err.Error(), "may only deny") {
+			t.Errorf("project file %q widened the network: %v", widen, err)
+		}
+	}
+
+	os.WriteFile(userFile, []byte("# mine\n"), 0o644)
+	os.WriteFile(projFile, []byte("net = \"off\"\n"), 0o644)
+	o = options{}
+	if _, err := applyPolicyFiles(&o, id, home, dir); err != nil || o.net != "off" || o.netFrom != projFile {
+		t.Errorf("a project's net = off: %v, net %q from %q", err, o.net, o.netFrom)
+	}
+	o, _ = parse([]string{"--net", "open"})
+	if _, err := applyPolicyFiles(&o, id, home, dir); err != nil || o.net != "open" || o.netFrom != "--net" {
+		t.Errorf("--net open over a file's off: %v, net %q from %q", err, o.net, o.netFrom)
+	}
+	o, _ = parse([]string{"--allow-net", "github.com"})
+	if _, err := applyPolicyFiles(&o, id, home, dir); err == nil || !strings.Contains(err.Error(), projFile) || !strings.Contains(err.Error(), "github.com") {
+		t.Errorf("net = off from a file with --allow-net: %v", err)
+	}
+	if _, err := parse([]string{"--net", "off", "--allow-net", "a.example"}); err == nil {
+		t.Error("--net off with --allow-net was taken")
+	}
+	if _, err := parse([]string{"--allow-net", "10.0.0.1"}); err == nil || !strings.Contains(err.Error(), "with a port") {
+		t.Errorf("a private address without a port: %v", err)
+	}
+}
+
+// TestPolicyPrintsTheNetwork: agent-lock policy lists the hosts a session
+// gets and where each comes from, or says the network is off or open.
+func TestPolicyPrintsTheNetwork(t *testing.T) {
+	t.Setenv("SUDO_UID", "")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--profile", "claude", "--allow-net", "localhost:5432", "--allow-net", "*.example.com"},
+			[]string{"api.anthropic.com:443", "profile claude", "localhost:5432", "*.example.com", "--allow-net", "refused"}},
+		{[]string{"--profile", "claude", "--net", "off"}, []string{"network: off (--net): no connection, no name resolved"}},
+		{[]string{"--net", "open"}, []string{"network: open (--net): every connection allowed, and reported"}},
+	} {
+		var out, errb strings.Builder
+		args := append(append(slices.Clone(tc.args), dir, "--"), "true")
+		if code := policyCmd(args, &out, &errb); code != 0 {
+			t.Fatalf("policy %v: exit %d: %s", tc.args, code, errb.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("policy %v does not say %q:\n%s", tc.args, w, out.String())
+			}
+		}
+		if slices.Contains(tc.args, "off") && strings.Contains(out.String(), "api.anthropic.com") {
+			t.Errorf("--net off still lists the profile's hosts:\n%s", out.String())
+		}
+	}
+}

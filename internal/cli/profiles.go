@@ -17,7 +17,7 @@ func profiles(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "Profiles grant what an agent needs beyond DIR; agent-lock picks the one its command's")
 	fmt.Fprintln(stdout, "name selects, or --profile NAME. Paths that do not exist are not granted, but for")
 	fmt.Fprintln(stdout, "files granted by name; the home's secrets (~/.ssh, ~/.aws, ...) stay refused inside")
-	fmt.Fprintln(stdout, "every grant.")
+	fmt.Fprintln(stdout, "every grant. The network hosts are granted unless --net off or --net open.")
 	tilde := func(ps []string) string {
 		var out []string
 		for _, p := range ps {
@@ -42,6 +42,9 @@ func profiles(args []string, stdout, stderr io.Writer) int {
 		}
 		if len(p.Env) > 0 {
 			fmt.Fprintf(stdout, "  passes env    %s\n", strings.Join(p.Env, " "))
+		}
+		if len(p.Hosts) > 0 {
+			fmt.Fprintf(stdout, "  network       %s\n", strings.Join(p.Hosts, " "))
 		}
 	}
 	return 0

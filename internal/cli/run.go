@@ -15,6 +15,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/agent-lock/agent-lock/internal/dashboard"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/recording"
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -224,8 +225,15 @@ func (o options) session(dir string, agent session.Agent, recDir string) session
 		AllowUnix: o.allowUnix, Version: version(), PassEnv: o.passEnv, Engine: o.engine,
 		Allow: o.allow, AllowWrite: o.allowWrite, Unprotect: o.unprotect,
 		Profiles: o.profiles, DenyPatterns: o.denyPatterns, Deny: o.deny, BestEffort: o.bestEffort,
+		NetMode: netMode(o.net), NetFrom: o.netFrom, AllowNet: o.netRules,
 		// What watch shows and what trusts a project: an agent that could
 		// write them would forge its sessions or widen its next cell.
 		Private: []string{recDir, recording.Dir(agent.Home, stateHomeEnv()), filepath.Dir(filepath.Join(agent.Home, policy.HomeFile))},
 	}
+}
+
+// netMode is --net's mode; parse checked it.
+func netMode(s string) netpolicy.Mode {
+	m, _ := netpolicy.ParseMode(s)
+	return m
 }

@@ -47,6 +47,9 @@ type Target struct {
 	// Rule is the rule the kernel last named for it ("home secret
 	// ~/.ssh", "protected .git/hooks"), if any.
 	Rule string
+	// Addr is a network target's address, as last reached (its Path is
+	// the name and port).
+	Addr string
 }
 
 // MainOp is the operation tried most often on the target (ties: by name).
@@ -171,6 +174,9 @@ func (b *Board) Add(e report.Event) {
 	t.Sensitive = t.Sensitive || e.Sensitive
 	if e.Rule != "" {
 		t.Rule = e.Rule
+	}
+	if e.Addr != "" {
+		t.Addr = e.Addr
 	}
 	switch e.Verdict {
 	case report.Allowed:

@@ -395,3 +395,26 @@ func TestActor(t *testing.T) {
 		t.Errorf("cat 42: %q", got)
 	}
 }
+
+// TestNetworkEscape: a refused connection is ranked by its name and port,
+// and its detail shows the rule (with the flag that grants it) and the
+// address.
+func TestNetworkEscape(t *testing.T) {
+	recs := append(sampleRecords()[:1], report.Record{Type: report.TypeEscape, Event: &report.Event{
+		Time: time.Date(2025, 6, 1, 17, 4, 5, 0, time.UTC), PID: 4100, TID: 4100, Comm: "node", Op: "connect",
+		Path: "evil.example:443", Verdict: report.Blocked, Host: "evil.example", Addr: "203.0.113.9", Port: 443,
+		Rule: "evil.example is not granted (--allow-net evil.example:443)",
+	}})
+	m := fed(recs, 120, 40)
+	plain := ansi.Strip(screen(t, m, colorprofile.NoTTY))
+	if !strings.Contains(plain, "evil.example:443") {
+		t.Fatalf("the refused connection is not on the screen:\n%s", plain)
+	}
+	press(m, "enter")
+	plain = ansi.Strip(screen(t, m, colorprofile.NoTTY))
+	for _, want := range []string{"Detail · evil.example:443", "rule: evil.example is not granted (--allow-net evil.example:443)", "address: 203.0.113.9", "connect", "node[4100]"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("the detail lacks %q:\n%s", want, plain)
+		}
+	}
+}

@@ -267,6 +267,9 @@ func (m *Model) detailPanel(t *Target, w, h int) []string {
 	if t.Rule != "" {
 		lines = append(lines, fit("rule: "+clean(t.Rule), w))
 	}
+	if t.Addr != "" {
+		lines = append(lines, fit("address: "+clean(t.Addr), w))
+	}
 	lines = append(lines, title.Render("operations"))
 	ops := make([]string, 0, len(t.Ops))
 	for op := range t.Ops {

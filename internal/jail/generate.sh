@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the committed BPF object and its Go bindings (bpf2go, see
-# gen.go) in a scratch directory at a fixed path, then copies them back.
+# Regenerates the committed BPF objects and their Go bindings (bpf2go, see
+# each package's gen.go: internal/jail, internal/netcell) in a scratch
+# directory at a fixed path, then copies them back.
 #
 # Why a fixed path: clang-19's BTF type order depends on the absolute path
 # it compiles in. The same commit cloned to /work/main and to /srv/agent-lock
@@ -15,8 +16,11 @@ cd "$(dirname "$0")/../.."
 scratch=/tmp/agent-lock-generate
 rm -rf "$scratch"
 trap 'rm -rf "$scratch"' EXIT
-mkdir -p "$scratch/internal/jail"
+mkdir -p "$scratch"
 cp go.mod go.sum "$scratch/"
-cp -r internal/jail/gen.go internal/jail/bpf "$scratch/internal/jail/"
-(cd "$scratch/internal/jail" && "${GO:-go}" generate .)
-cp "$scratch"/internal/jail/jail_bpfel.o "$scratch"/internal/jail/jail_bpfel.go internal/jail/
+for pkg in jail netcell; do
+	mkdir -p "$scratch/internal/$pkg"
+	cp -r "internal/$pkg/gen.go" "internal/$pkg/bpf" "$scratch/internal/$pkg/"
+	(cd "$scratch/internal/$pkg" && "${GO:-go}" generate .)
+	cp "$scratch/internal/$pkg/${pkg}_bpfel.o" "$scratch/internal/$pkg/${pkg}_bpfel.go" "internal/$pkg/"
+done

@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
 )
 
 // File is a policy file: the command line's settings, written down. The
@@ -27,6 +28,8 @@ import (
 //	unprotect = [".vscode"]         # protected entries of DIR to lift
 //	allow-unix = ["/run/user/1000/ssh.sock"]
 //	env = ["GITHUB_TOKEN"]          # secret-looking variables to pass
+//	allow-net = ["github.com", "localhost:5432"] # hosts the agent may reach
+//	net = "off"                     # off, open, or grants (the default)
 //
 //	[[trusted]]                     # the user's file only: see Trust
 //	project = "/home/me/src/app"
@@ -43,6 +46,11 @@ type File struct {
 	Unprotect    []string `toml:"unprotect"`
 	AllowUnix    []string `toml:"allow-unix"`
 	Env          []string `toml:"env"`
+	// Net is the network's mode (netpolicy.ParseMode); AllowNet the
+	// hosts granted, read into NetRules.
+	Net      string           `toml:"net"`
+	AllowNet []string         `toml:"allow-net"`
+	NetRules []netpolicy.Rule `toml:"-"`
 	// Trusted are projects whose own policy file may widen the cell, as
 	// it was when the user trusted it (agent-lock trust). Without it a
 	// project's file (which came with the repository, from whoever wrote
@@ -133,7 +141,7 @@ func Parse(path string, b []byte, home, base string) (*File, error) {
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0].String()
 		return nil, &FileError{Path: path, Line: f.keyLine(k), Key: k,
-			Msg: "unknown key; the keys are engine, profiles, allow, allow-write, deny, unprotect, allow-unix, env, and [[trusted]] tables"}
+			Msg: "unknown key; the keys are engine, profiles, allow, allow-write, deny, unprotect, allow-unix, env, allow-net, net, and [[trusted]] tables"}
 	}
 	if len(f.TrustedProjects) > 0 {
 		return nil, &FileError{Path: path, Line: f.keyLine("trusted-projects"), Key: "trusted-projects",
@@ -186,6 +194,16 @@ func Parse(path string, b []byte, home, base string) (*File, error) {
 			l.list[i] = abs
 		}
 	}
+	if _, err := netpolicy.ParseMode(f.Net); err != nil {
+		return nil, &FileError{Path: path, Line: f.keyLine("net"), Key: "net", Msg: err.Error()}
+	}
+	for _, a := range f.AllowNet {
+		rs, err := netpolicy.Parse(a, "policy file "+path)
+		if err != nil {
+			return nil, &FileError{Path: path, Line: f.valueLine("allow-net", a), Key: "allow-net", Msg: err.Error()}
+		}
+		f.NetRules = append(f.NetRules, rs...)
+	}
 	for _, n := range f.Env {
 		if n == "" || strings.ContainsAny(n, "= \x00") {
 			return nil, &FileError{Path: path, Line: f.valueLine("env", n), Key: "env", Msg: fmt.Sprintf("%q: give a variable name", n)}
@@ -215,6 +233,7 @@ func (f *File) Widens() (key string, line int) {
 		set bool
 	}{{"allow", len(f.Allow) > 0}, {"allow-write", len(f.AllowWrite) > 0}, {"unprotect", len(f.Unprotect) > 0},
 		{"allow-unix", len(f.AllowUnix) > 0}, {"env", len(f.Env) > 0}, {"profiles", len(f.Profiles) > 0},
+		{"allow-net", len(f.AllowNet) > 0}, {"net", f.Net == "open" || f.Net == "grants"},
 		{"engine", f.Engine == "landlock"}, {"trusted", len(f.Trusted) > 0}} {
 		if w.set {
 			return w.key, f.keyLine(w.key)
@@ -253,6 +272,8 @@ func (f *File) Changes(old *File) []string {
 		{"unprotect", old.Unprotect, f.Unprotect},
 		{"allow-unix", old.AllowUnix, f.AllowUnix},
 		{"env", old.Env, f.Env},
+		{"allow-net", old.AllowNet, f.AllowNet},
+		{"net", []string{old.Net}, []string{f.Net}},
 	} {
 		if !slices.Equal(k.was, k.now) {
 			out = append(out, fmt.Sprintf("%s: %q -> %q", k.key, k.was, k.now))

@@ -54,6 +54,12 @@ type Profile struct {
 	// wins), and Why says what happens then, and what to do.
 	Args, Overrides []string
 	Why             string
+	// Hosts are the service hosts it talks to, as --allow-net rules: its
+	// API and the hosts its login uses, from its documentation. The
+	// cell's network grants them by default (netpolicy); telemetry and
+	// error reporting are left out (a shared service such as sentry.io
+	// would take anyone's data).
+	Hosts []string
 }
 
 var node = Profile{
@@ -88,6 +94,9 @@ var all = []Profile{
 		Make: []string{".claude"},
 		Read: []string{".local/bin"},
 		Env:  []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+		// The Messages API; the Claude.ai and Console logins (OAuth token
+		// exchange at platform.claude.com, formerly console.anthropic.com).
+		Hosts: []string{"api.anthropic.com:443", "claude.ai:443", "platform.claude.com:443", "console.anthropic.com:443"},
 	},
 	{
 		Name: "codex", Agent: "OpenAI Codex CLI", Commands: []string{"codex"}, Uses: []string{"node"},
@@ -111,6 +120,8 @@ var all = []Profile{
 		Why: "Codex's own sandbox (bubblewrap) cannot start inside agent-lock's cell, which refuses the user namespaces and mounts it needs: " +
 			"every command would fail with \"error building bubblewrap command: Permission denied\". agent-lock is its sandbox: " +
 			"leave out %s, and agent-lock runs codex with -c sandbox_mode=\"danger-full-access\"",
+		// The API (API-key login); the ChatGPT login and its backend.
+		Hosts: []string{"api.openai.com:443", "auth.openai.com:443", "chatgpt.com:443"},
 	},
 	{
 		Name: "gemini", Agent: "Gemini CLI", Commands: []string{"gemini"}, Uses: []string{"node"},
@@ -118,6 +129,9 @@ var all = []Profile{
 		Write: []string{".gemini"},
 		Make:  []string{".gemini"},
 		Env:   []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"},
+		// The Gemini API (API key); Code Assist (the Google login) and
+		// its OAuth token exchange.
+		Hosts: []string{"generativelanguage.googleapis.com:443", "cloudcode-pa.googleapis.com:443", "oauth2.googleapis.com:443", "accounts.google.com:443"},
 	},
 	{
 		Name: "aider", Agent: "aider", Commands: []string{"aider"}, Uses: []string{"python"},
@@ -127,6 +141,8 @@ var all = []Profile{
 		Make:  []string{".aider"},
 		Read:  []string{".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json"},
 		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY"},
+		// The APIs of the providers whose keys it takes.
+		Hosts: []string{"api.openai.com:443", "api.anthropic.com:443", "generativelanguage.googleapis.com:443", "api.deepseek.com:443", "openrouter.ai:443"},
 	},
 	{
 		Name: "opencode", Agent: "opencode", Commands: []string{"opencode"}, Uses: []string{"node"},
@@ -136,6 +152,7 @@ var all = []Profile{
 		Make:  []string{".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode"},
 		Read:  []string{".opencode"},
 		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
+		Hosts: []string{"api.openai.com:443", "api.anthropic.com:443", "generativelanguage.googleapis.com:443", "openrouter.ai:443"},
 	},
 	{
 		Name: "omp", Agent: "oh-my-pi (omp)", Commands: []string{"omp"}, Uses: []string{"node"},
@@ -145,6 +162,7 @@ var all = []Profile{
 		Make:  []string{".omp"},
 		Read:  []string{".bun"},
 		Env:   []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
+		Hosts: []string{"api.openai.com:443", "api.anthropic.com:443", "generativelanguage.googleapis.com:443", "openrouter.ai:443"},
 	},
 	node,
 	python,
@@ -225,6 +243,9 @@ type Grants struct {
 	// (Profile.Seed) a run makes, when Resolve is given no Maker.
 	Unmade []string
 	Env    []string
+	// Hosts are the profiles' service hosts (Profile.Hosts), each
+	// named in From with the profile that grants it.
+	Hosts []string
 	// From names the profile that granted each path of Write, Read and
 	// Files.
 	From map[string]string
@@ -316,6 +337,12 @@ func Resolve(names []string, home string, mk *Maker) (Grants, error) {
 			}
 		}
 		g.Env = append(g.Env, p.Env...)
+		for _, h := range p.Hosts {
+			g.Hosts = append(g.Hosts, h)
+			if _, ok := g.From[h]; !ok {
+				g.From[h] = name
+			}
+		}
 		return nil
 	}
 	for _, n := range names {
@@ -323,7 +350,7 @@ func Resolve(names []string, home string, mk *Maker) (Grants, error) {
 			return Grants{}, err
 		}
 	}
-	for _, s := range []*[]string{&g.Write, &g.Read, &g.Files, &g.Missing, &g.Unmade, &g.Env} {
+	for _, s := range []*[]string{&g.Write, &g.Read, &g.Files, &g.Missing, &g.Unmade, &g.Env, &g.Hosts} {
 		sort.Strings(*s)
 		*s = slices.Compact(*s)
 	}

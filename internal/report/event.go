@@ -79,6 +79,13 @@ type Event struct {
 	// covers the target (outside every grant) or the kind of operation
 	// decided (ptrace, signals, mounts).
 	Rule string
+	// Host, Addr and Port are a network reach's (ops connect, send,
+	// resolve): the name asked for or carried (TLS SNI, HTTP Host) or
+	// that the address was handed out for, the address, the port. Path
+	// then shows them as one target ("api.example.com:443").
+	Host string
+	Addr string
+	Port uint16
 }
 
 // Summary closes a report.

@@ -57,6 +57,9 @@ type jsonEvent struct {
 	Verdict   Verdict    `json:"verdict"`
 	Sensitive bool       `json:"sensitive,omitempty"`
 	Rule      string     `json:"rule,omitempty"`
+	Host      string     `json:"host,omitempty"`
+	Addr      string     `json:"addr,omitempty"`
+	Port      uint16     `json:"port,omitempty"`
 }
 
 type jsonSummary struct {
@@ -216,6 +219,9 @@ func (j *jsonWriter) event(t RecordType, e Event) error {
 		Verdict:   e.Verdict,
 		Sensitive: e.Sensitive,
 		Rule:      e.Rule,
+		Host:      e.Host,
+		Addr:      e.Addr,
+		Port:      e.Port,
 	})
 }
 
@@ -447,7 +453,7 @@ func (je jsonEvent) model() (Event, error) {
 	e := Event{
 		Time: t, PID: je.PID, TID: je.TID, Op: je.Op,
 		TargetPID: je.TargetPID, Verdict: je.Verdict, Sensitive: je.Sensitive,
-		Rule: je.Rule,
+		Rule: je.Rule, Host: je.Host, Addr: je.Addr, Port: je.Port,
 	}
 	if e.Comm, err = raw("comm", je.Comm, je.CommB64); err != nil {
 		return Event{}, err

@@ -17,6 +17,8 @@ import (
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/netcell"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
 )
 
@@ -25,6 +27,7 @@ import (
 type cell struct {
 	cg     *cgroup
 	jail   *jail.Jail
+	net    *netcell.Cell // the cell's network (net.go)
 	events chan jail.Event
 	done   chan struct{}
 
@@ -71,7 +74,7 @@ const (
 // observers that report. ttyPaths are the agent's terminals by name, for
 // Landlock, which grants by path. bestEffort lets Landlock run without
 // what it cannot enforce (LandlockRefusals).
-func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttyPaths []string, bestEffort bool, warn warner) (*cell, error) {
+func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, np netpolicy.Policy, ttyPaths []string, bestEffort bool, warn warner) (*cell, error) {
 	var ruleset *os.File
 	var flags uint32
 	var abi int
@@ -116,6 +119,20 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		closeFile(ruleset)
 		return nil, err
 	}
+	// The network first: its self-test runs this binary in the cell,
+	// which the engine's programs would (rightly) refuse; and so, first,
+	// the kill count that would kill it at birth (matchKills).
+	err = cg.matchKillsByTrial()
+	var nc *netcell.Cell
+	if err == nil {
+		nc, err = openNet(cg, np, cfg.Audit, warn)
+	}
+	if err != nil {
+		closeFile(ruleset)
+		cg.Close()
+		os.Remove(cg.Path)
+		return nil, err
+	}
 	cfg.CgroupID = cg.ID
 	cfg.Rules = rules
 	cfg.Protect = p.Protect
@@ -134,6 +151,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	}
 	j, err := jail.Load(cfg)
 	if err != nil {
+		nc.Close()
 		closeFile(ruleset)
 		cg.Close()
 		os.Remove(cg.Path)
@@ -149,12 +167,13 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	}
 	if err := cg.matchKills(j.KillSeq()); err != nil {
 		j.Close()
+		nc.Close()
 		closeFile(ruleset)
 		cg.Close()
 		os.Remove(cg.Path)
 		return nil, err
 	}
-	c := &cell{cg: cg, jail: j, events: make(chan jail.Event, 4096), done: make(chan struct{}),
+	c := &cell{cg: cg, jail: j, net: nc, events: make(chan jail.Event, 4096), done: make(chan struct{}),
 		ruleset: ruleset, flags: flags, abi: abi, ttys: ttyPaths, warn: warn, onlyOpen: cfg.OnlyFileOpen}
 	var readers sync.WaitGroup
 	if ruleset != nil {
@@ -298,6 +317,13 @@ func (c *cell) drain() <-chan jail.Event {
 func (c *cell) counters() (jail.Counters, error) {
 	n, err := c.jail.Counters()
 	n.Escapes += c.auditEscapes.Load() + c.tw.count()
+	if err != nil {
+		return n, err
+	}
+	nn, err := c.net.Counters()
+	n.InBounds += nn.Allowed
+	n.Escapes += nn.Refused
+	n.Lost += nn.Lost
 	return n, err
 }
 
@@ -314,6 +340,7 @@ func (c *cell) close() {
 	}
 	// Kill before detaching: a process of the cell must never run free.
 	killCgroup(c.cg.Path, 30*time.Second)
+	c.net.Close()
 	c.jail.Close()
 	c.cg.Close()
 }
@@ -399,7 +426,8 @@ func SelfTest(ctx context.Context, facts kernel.Facts, engine string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, nil, false, newWarner(nil))
+	// The network as a session without a profile gets it: nothing granted.
+	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, netpolicy.Policy{}, nil, false, newWarner(nil))
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,8 @@ type cgroup struct {
 	Path string
 	ID   uint64
 	dir  *os.File
+	// kills is how many times agent-lock wrote the cell's cgroup.kill.
+	kills uint32
 }
 
 func newCgroup(mount string) (*cgroup, error) {
@@ -125,6 +127,10 @@ const maxKillMatch = 1 << 16
 // started in a fresh cell died before it ran. Writing cgroup.kill of the
 // new, empty cell kills nothing and counts one.
 func (c *cgroup) matchKills(n uint32) error {
+	if n < c.kills {
+		return fmt.Errorf("the cell's kill count (%d) is past agent-lock's own cgroup's (%s, %d): start agent-lock from another cgroup (for example with systemd-run --scope)", c.kills, ownCgroup(), n)
+	}
+	n -= c.kills
 	if n > maxKillMatch {
 		return fmt.Errorf("cgroup.kill was written %d times in agent-lock's own cgroup (%s): this kernel kills every process started from there into the cell, and agent-lock matches at most %d; start agent-lock from another cgroup (for example with systemd-run --scope)", n, ownCgroup(), maxKillMatch)
 	}
@@ -133,8 +139,35 @@ func (c *cgroup) matchKills(n uint32) error {
 		if err := os.WriteFile(kill, []byte("1"), 0); err != nil {
 			return fmt.Errorf("match the cell's kill count to agent-lock's cgroup (%s, where cgroup.kill was written %d times): %w", ownCgroup(), n, err)
 		}
+		c.kills++
 	}
 	return nil
+}
+
+// maxKillTrials bounds matchKillsByTrial, which starts a process for each.
+const maxKillTrials = 64
+
+// matchKillsByTrial matches the cell's kill count to agent-lock's own
+// cgroup's before any program is loaded, for what runs in the cell before
+// the jail can tell the count (the network's self-test): it starts this
+// binary's version into the cell until one is not killed at birth, writing
+// cgroup.kill once after each that was. matchKills then adds what is
+// still missing.
+func (c *cgroup) matchKillsByTrial() error {
+	kill := filepath.Join(c.Path, "cgroup.kill")
+	for i := 0; i < maxKillTrials; i++ {
+		cmd := exec.Command("/proc/self/exe", "--version")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.FD()}
+		err := cmd.Run()
+		if !bornKilled(err) {
+			return nil
+		}
+		if err := os.WriteFile(kill, []byte("1"), 0); err != nil {
+			return fmt.Errorf("match the cell's kill count to agent-lock's cgroup (%s): %w", ownCgroup(), err)
+		}
+		c.kills++
+	}
+	return fmt.Errorf("every process started into the cell dies at birth, after %d writes of its cgroup.kill: cgroup.kill was written too many times in agent-lock's own cgroup (%s); start agent-lock from another cgroup (for example with systemd-run --scope)", maxKillTrials, ownCgroup())
 }
 
 // ownCgroup is agent-lock's cgroup v2 path, for messages.

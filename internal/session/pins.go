@@ -84,6 +84,7 @@ func sweep(cgMount string, warn warner) {
 		}
 		if pins != "" {
 			os.RemoveAll(filepath.Join(pins, e.Name()))
+			os.RemoveAll(filepath.Join(pins, e.Name()+netPinSuffix))
 		}
 		warn("cleaned up after agent-lock %d, which was killed: %d process(es) of its cell killed, still confined", pid, procs)
 	}

@@ -59,6 +59,7 @@ func Reap(cgroupPath string) int {
 	}
 	if base := pinBase(); base != "" {
 		os.RemoveAll(filepath.Join(base, filepath.Base(cgroupPath)))
+		os.RemoveAll(filepath.Join(base, filepath.Base(cgroupPath)+netPinSuffix))
 	}
 	return 0
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/recording"
@@ -110,6 +111,12 @@ type Options struct {
 	// enforce (LandlockRefusals), each said as a warning; without it
 	// such a request stops the session at start.
 	BestEffort bool
+	// NetMode is the network's mode (--net, or a policy file's net),
+	// NetFrom who set it; AllowNet the hosts granted beyond the
+	// profiles' (policy files', --allow-net).
+	NetMode  netpolicy.Mode
+	NetFrom  string
+	AllowNet []netpolicy.Rule
 }
 
 // Run jails the agent and returns its exit status.
@@ -164,7 +171,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	pol.TmpDir = tmp
 	view, rcDir := shellSetup(agent, &pol, warn)
 	defer os.RemoveAll(rcDir)
-	cell, err := openEngine(facts, o.Engine, cfg, pol, ttyNames, o.BestEffort, warn)
+	cell, err := openEngine(facts, o.Engine, cfg, pol, plan.Net, ttyNames, o.BestEffort, warn)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
@@ -196,6 +203,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if err != nil {
 		return 0, fail(ExitFailed, err)
 	}
+	netLinks, err := cell.net.LinkFiles()
+	if err != nil {
+		return 0, fail(ExitFailed, err)
+	}
+	links = append(links, netLinks...)
 	release, err := startReaper(cell.cg.Path, links)
 	if err != nil {
 		return 0, fail(ExitFailed, err)
@@ -287,7 +299,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		})
 	}
 	var status int
-	events := cell.events
+	events, netEvents := cell.events, cell.net.Events()
 	// A cancelled ctx (the dashboard's q) ends the session as SIGTERM does.
 	stop := ctx.Done()
 	progress := time.NewTicker(time.Second)
@@ -306,6 +318,18 @@ wait:
 				continue
 			}
 			writeEvent(o.Report, view.named(ev), &opens)
+		case ev, ok := <-netEvents:
+			if !ok {
+				netEvents = nil
+				continue
+			}
+			writeNetEvent(o.Report, ev, &opens)
+		case err := <-cell.net.Failed():
+			// Fail closed: without its resolver or forwarder the cell's
+			// network is dead anyway; end the cell rather than leave an
+			// agent working half blind.
+			warn("%v: ending the session", err)
+			killCgroup(cell.cg.Path, time.Second)
 		case s := <-term:
 			end(s.(syscall.Signal))
 		case <-progress.C:
@@ -329,6 +353,9 @@ wait:
 	releaseTerminal()
 	for ev := range cell.drain() {
 		writeEvent(o.Report, view.named(ev), &opens)
+	}
+	for ev := range cell.net.Drain() {
+		writeNetEvent(o.Report, ev, &opens)
 	}
 	undone, left := cell.tw.finish()
 	final, err := cell.counters()
@@ -484,6 +511,8 @@ type Plan struct {
 	Path     string // the command, found
 	Policy   policy.Policy
 	Profiles profile.Grants
+	// Net is the cell's network: where it may connect.
+	Net netpolicy.Policy
 	// Notes say what the user should know about the cell before it
 	// opens: what --allow-home exposes, agent-lock's state kept from the
 	// agent inside DIR or a grant.
@@ -586,6 +615,10 @@ func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 			names[real] = "profile " + from
 		}
 	}
+	net, err := netPolicy(o, prof)
+	if err != nil {
+		return Plan{}, fail(ExitFailed, err)
+	}
 	pol := policy.Policy{
 		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Files: files, Deny: deny,
 		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns, Private: private,
@@ -593,7 +626,7 @@ func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 	if err := outsideCommand(pol, path); err != nil {
 		return Plan{}, err
 	}
-	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Policy: pol}, nil
+	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Net: net, Policy: pol}, nil
 }
 
 // profiles resolves the profiles asked for, or the one the command's name
@@ -718,15 +751,15 @@ func terminal(f *os.File) (rdevs []uint32, paths []string) {
 // LSM where this kernel runs its programs and Landlock where it does not;
 // a cell that cannot be opened with either is an error, never a run
 // without one.
-func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, ttys []string, bestEffort bool, warn warner) (*cell, error) {
+func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, net netpolicy.Policy, ttys []string, bestEffort bool, warn warner) (*cell, error) {
 	if engine != "" && engine != EngineAuto {
-		return openCell(facts, engine, cfg, p, ttys, bestEffort, warn)
+		return openCell(facts, engine, cfg, p, net, ttys, bestEffort, warn)
 	}
-	c, err := openCell(facts, EngineBPF, cfg, p, ttys, bestEffort, warn)
+	c, err := openCell(facts, EngineBPF, cfg, p, net, ttys, bestEffort, warn)
 	if err == nil || !errors.Is(err, jail.ErrNotSupported) || cfg.Audit || landlock.ABI() == 0 {
 		return c, err
 	}
-	return openCell(facts, EngineLandlock, cfg, p, ttys, bestEffort, warn)
+	return openCell(facts, EngineLandlock, cfg, p, net, ttys, bestEffort, warn)
 }
 
 // AutoEngine is the engine --engine auto picks on this kernel, and why.

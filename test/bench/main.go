@@ -4,7 +4,9 @@
 // same directory, in one run, repeated, and printed as ratios
 // to unjailed with min/median/max; the open-heavy workload also runs with
 // an empty BPF program on file_open (the cost of calling any program
-// there). It also runs an escape storm (denied
+// there). The cell's network is measured too, in a small internet of
+// network namespaces (net.go): connections and a download through the
+// cell against unjailed. It also runs an escape storm (denied
 // opens as fast as one process can make them: how many were reported, how
 // many lost) and measures agent-lock's start against starting the command
 // directly.
@@ -228,6 +230,12 @@ func run() int {
 			if hr := hooks[w][mode]; hr != nil {
 				printHooks(kernel, w, mode, hr)
 			}
+		}
+	}
+	if re.MatchString("network") || re.MatchString("connect-name") || re.MatchString("bulk-name") {
+		if err := b.network(ctx, kernel); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: network:", err)
+			failed = true
 		}
 	}
 	// Start-up first: its sessions, which see no events, are the storm's

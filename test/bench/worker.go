@@ -33,6 +33,8 @@ func worker(args []string) int {
 		return storm(args[1:])
 	case "serve":
 		return serve(args[1:])
+	case "net":
+		return netWorker(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "worker: unknown command %q\n", args[0])
 	return 2

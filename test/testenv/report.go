@@ -29,6 +29,10 @@ type Record struct {
 	Verdict   string `json:"verdict"`
 	Sensitive bool   `json:"sensitive"`
 	Rule      string `json:"rule"`
+	// A network reach's name, address and port.
+	Host string `json:"host"`
+	Addr string `json:"addr"`
+	Port int    `json:"port"`
 
 	// start
 	Engine string `json:"engine"`

@@ -1,0 +1,273 @@
+package netcell
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
+)
+
+// ProbeArg is the hidden subcommand of the binary that runs the network
+// self-test inside the cell (RunProbe): the program's main must hand it to
+// RunProbe.
+const ProbeArg = "__netprobe"
+
+// Probe proves, before the agent runs, that the programs fire for the
+// cell's processes and that the resolver answers them: a process started
+// into the cell (this binary, as ProbeArg) must be refused a connection to
+// loopback, an unconnected datagram and a raw socket, and must get the
+// resolver's answer to a DNS query sent to 127.0.0.1:53 (redirected),
+// coming back from the address it asked; and the refused connection must
+// be reported. Run it while the cell's cgroup holds nothing else, and
+// before the file engine's programs (it runs this binary, which lies
+// outside any cell).
+func (c *Cell) Probe(ctx context.Context, cgroupFD int) error {
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	name := fmt.Sprintf("probe-%x.agent-lock.invalid", rnd)
+	answer := netip.AddrFrom4([4]byte{127, rnd[0] | 1, rnd[1], rnd[2] | 1})
+	mode := "policy"
+	switch {
+	case c.cfg.Policy.Mode == netpolicy.Open:
+		mode = "open"
+	case c.cfg.Audit:
+		mode = "audit"
+	}
+	if c.res != nil {
+		defer c.res.probe(name, answer)()
+	}
+	// Loopback services the cell is not granted (a connection to a port
+	// where nobody listens is refused as the kernel would, unreported).
+	t4, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return fmt.Errorf("network self-test: %w", err)
+	}
+	defer t4.Close()
+	u4, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return fmt.Errorf("network self-test: %w", err)
+	}
+	defer u4.Close()
+	port6 := 0
+	if t6, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv6loopback}); err == nil {
+		defer t6.Close()
+		port6 = t6.Addr().(*net.TCPAddr).Port
+	}
+	port4 := t4.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/proc/self/exe", ProbeArg, mode, name, answer.String(),
+		strconv.Itoa(port4), strconv.Itoa(port6), strconv.Itoa(u4.LocalAddr().(*net.UDPAddr).Port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD, Pdeathsig: syscall.SIGKILL}
+	cmd.Dir = "/"
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("the network self-test in the cell failed: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	// Each attempt it made is reported; every report of it is taken
+	// here, so that none reaches the session's.
+	var want int
+	if _, err := fmt.Sscanf(stdout.String(), "reports %d", &want); err != nil {
+		return fmt.Errorf("the network self-test said %q", stdout.String())
+	}
+	pid := uint32(cmd.Process.Pid)
+	timeout := time.After(5 * time.Second)
+	seen, lo := 0, false
+	for seen < want || !lo {
+		select {
+		case e, ok := <-c.events:
+			if !ok {
+				return errors.New("the network event stream closed during the self-test")
+			}
+			if e.PID != pid {
+				continue
+			}
+			seen++
+			lo = lo || (e.Op == "connect" && int(e.Port) == port4 && e.Addr == netip.MustParseAddr("127.0.0.1"))
+		case <-timeout:
+			return fmt.Errorf("the network self-test's attempts were not all reported within 5s (%d of %d): the cell's network reports do not arrive", seen, want)
+		}
+	}
+	return nil
+}
+
+// RunProbe is ProbeArg's main, in the cell: args are the mode (policy,
+// audit or open), the name to ask, the address the resolver answers, and
+// the loopback ports of a TCP listener (IPv4, IPv6: 0 for none) and a UDP
+// socket the cell is not granted. It exits 0 when every check holds, and
+// says what failed otherwise.
+func RunProbe(args []string) int {
+	if len(args) != 6 {
+		fmt.Fprintln(os.Stderr, "netprobe: want MODE NAME ADDR TCP4PORT TCP6PORT UDP4PORT")
+		return 2
+	}
+	mode, name := args[0], args[1]
+	want, err := netip.ParseAddr(args[2])
+	var ports [3]int
+	for i := range ports {
+		if err == nil {
+			ports[i], err = strconv.Atoi(args[3+i])
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "netprobe:", err)
+		return 2
+	}
+	var fails []string
+	reports := 0 // each connect, datagram and socket attempt is reported
+	check := func(what string, err error) {
+		if err != nil {
+			fails = append(fails, what+": "+err.Error())
+		}
+	}
+	refused := func(err error) error {
+		switch {
+		case mode == "policy" && !errors.Is(err, unix.EPERM):
+			return fmt.Errorf("want EPERM (refused by the cell's programs), got %v", errOrNil(err))
+		case mode != "policy" && errors.Is(err, unix.EPERM):
+			return errors.New("refused, but nothing is refused in this mode")
+		}
+		return nil
+	}
+	lo4 := netip.MustParseAddr("127.0.0.1")
+	check("connect to a loopback listener", refused(connectTCP(lo4, ports[0])))
+	if ports[1] != 0 {
+		check("connect to an IPv6 loopback listener", refused(connectTCP(netip.IPv6Loopback(), ports[1])))
+		reports++
+	}
+	check("sendto a loopback UDP socket", refused(sendUDP(lo4, ports[2])))
+	reports += 3 // with the IPv4 connect above and the raw socket below
+	if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP); err == nil {
+		unix.Close(fd)
+		check("raw socket", refused(nil))
+	} else {
+		check("raw socket", refused(err))
+	}
+	if mode != "open" {
+		check("DNS, connected UDP, to 127.0.0.1:53", askDNS(name, want, true))
+		check("DNS, unconnected UDP, to 127.0.0.1:53", askDNS(name, want, false))
+	}
+	if len(fails) > 0 {
+		fmt.Fprintln(os.Stderr, strings.Join(fails, "; "))
+		return 1
+	}
+	fmt.Printf("reports %d\n", reports)
+	return 0
+}
+
+func errOrNil(err error) string {
+	if err == nil {
+		return "success"
+	}
+	return err.Error()
+}
+
+func sockaddr(a netip.Addr, port int) unix.Sockaddr {
+	if a.Is4() {
+		return &unix.SockaddrInet4{Addr: a.As4(), Port: port}
+	}
+	return &unix.SockaddrInet6{Addr: a.As16(), Port: port}
+}
+
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
+
+func connectTCP(a netip.Addr, port int) error {
+	fd, err := unix.Socket(family(a), unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Connect(fd, sockaddr(a, port))
+}
+
+func sendUDP(a netip.Addr, port int) error {
+	fd, err := unix.Socket(family(a), unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Sendto(fd, []byte("agent-lock probe"), 0, sockaddr(a, port))
+}
+
+// askDNS asks 127.0.0.1:53 for name's A record, as a resolver library
+// would, and checks the answer and where it came from.
+func askDNS(name string, want netip.Addr, connected bool) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
+	ns := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 53}
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 0x4a4c, RecursionDesired: true})
+	b.StartQuestions()
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name + "."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	q, err := b.Finish()
+	if err != nil {
+		return err
+	}
+	if connected {
+		if err := unix.Connect(fd, ns); err != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		if _, err := unix.Write(fd, q); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		peer, err := unix.Getpeername(fd)
+		if err != nil {
+			return fmt.Errorf("getpeername: %w", err)
+		}
+		if p4, ok := peer.(*unix.SockaddrInet4); !ok || p4.Addr != ns.Addr || p4.Port != 53 {
+			return fmt.Errorf("getpeername says %v, not the 127.0.0.1:53 asked", peer)
+		}
+	} else if err := unix.Sendto(fd, q, 0, ns); err != nil {
+		return fmt.Errorf("sendto: %w", err)
+	}
+	buf := make([]byte, 1500)
+	n, from, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return fmt.Errorf("no answer: %w", err)
+	}
+	if f4, ok := from.(*unix.SockaddrInet4); !ok || f4.Addr != ns.Addr || f4.Port != 53 {
+		return fmt.Errorf("the answer came from %v, not from the 127.0.0.1:53 asked", from)
+	}
+	var p dnsmessage.Parser
+	h, err := p.Start(buf[:n])
+	if err != nil || h.ID != 0x4a4c || h.RCode != dnsmessage.RCodeSuccess {
+		return fmt.Errorf("a bad answer (%v, rcode %v)", err, h.RCode)
+	}
+	p.SkipAllQuestions()
+	for {
+		rh, err := p.AnswerHeader()
+		if err != nil {
+			return fmt.Errorf("the answer does not hold %s: the query did not reach agent-lock's resolver", want)
+		}
+		if rh.Type == dnsmessage.TypeA {
+			r, err := p.AResource()
+			if err == nil && netip.AddrFrom4(r.A) == want {
+				return nil
+			}
+			continue
+		}
+		p.SkipAnswer()
+	}
+}
