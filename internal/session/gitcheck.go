@@ -1,7 +1,10 @@
 package session
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
@@ -18,21 +21,41 @@ const OpPlant = "plant"
 
 // checkGit runs gitcheck over the repositories the agent could write (DIR,
 // its writable grants, the git directory of a linked worktree DIR is), as
-// the agent's user, and reports what it found. Only under the BPF LSM, which
-// keeps the marks of what the jail made (under Landlock git's files are not
-// protected at all, a stated limit), and only when the kernel saw the jail
+// the agent's user, and reports what it found. Under the BPF LSM, which
+// keeps the marks of what the jail made, only when the kernel saw the jail
 // make a git command file (made > 0): the walk then costs nothing in a
-// session that made none.
+// session that made none. Under Landlock, which keeps no marks, only the
+// repository the agent made at DIR's top, which the tripwire leaves to it
+// while it runs (tripwireRun.gitDir); git's files below DIR's top are a
+// stated limit of that engine.
 func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w report.Writer, warn warner) int {
-	if made == 0 || c.ruleset != nil || c.onlyOpen {
+	if c.onlyOpen {
 		return 0
 	}
 	git, _ := exec.LookPath("git")
 	chk := &gitcheck.Checker{Made: c.jail.Made, Git: git, UID: a.UID, GID: a.GID, ReportOnly: audit}
 	roots := append([]string{p.Dir}, p.AllowWrite...)
 	var dirs []string
-	if wt, ok := policy.FindGitWorktree(p.Dir); ok {
-		dirs = append(dirs, wt.GitDir)
+	switch {
+	case c.ruleset != nil && c.tw != nil && c.tw.gitDir != "":
+		// Under Landlock, which keeps no marks: the repository the agent
+		// made at DIR's top (it had none at the start) is the agent's
+		// whole, and only it.
+		gitDir := c.tw.gitDir
+		chk.Made = func(f *os.File) (bool, error) {
+			path, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+			if err != nil {
+				return false, err
+			}
+			return path == gitDir || strings.HasPrefix(path, gitDir+"/"), nil
+		}
+		roots = []string{p.Dir}
+	case made == 0 || c.ruleset != nil:
+		return 0
+	default:
+		if wt, ok := policy.FindGitWorktree(p.Dir); ok {
+			dirs = append(dirs, wt.GitDir)
+		}
 	}
 	var found []gitcheck.Finding
 	if err := asuser.Do(a.ID(), func() error {

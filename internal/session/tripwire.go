@@ -1,9 +1,12 @@
 package session
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,7 +53,11 @@ func TripwireEntries(p policy.Policy) []tripwire.Entry {
 // changes found before the start record was written (reports begin with
 // it).
 type tripwireRun struct {
-	w       *tripwire.Watcher
+	w *tripwire.Watcher
+	// gitDir is DIR's .git when it was missing at the start: a repository
+	// the agent makes there (git init) is its own, so git's files in it
+	// are not kept live, and checkGit looks at them when the cell is dead.
+	gitDir  string
 	escapes atomic.Uint64
 	warn    warner
 
@@ -79,6 +86,13 @@ const maxUndoPaths = 1000
 func armTripwire(p policy.Policy, id asuser.ID, cg string, warn warner) (*tripwireRun, error) {
 	t := &tripwireRun{warn: warn}
 	entries := TripwireEntries(p)
+	dotgit := filepath.Join(p.Dir, ".git")
+	if err := asuser.Do(id, func() error { _, err := os.Lstat(dotgit); return err }); errors.Is(err, fs.ErrNotExist) {
+		t.gitDir = dotgit
+		entries = slices.DeleteFunc(entries, func(e tripwire.Entry) bool {
+			return e.Root == p.Dir && strings.HasPrefix(e.Path, ".git/")
+		})
+	}
 	if len(entries) == 0 {
 		return t, nil
 	}

@@ -113,7 +113,10 @@ func run() int {
 	defer os.RemoveAll(work)
 	os.Chmod(work, 0o755)
 	scratch := filepath.Join(work, "reports")
-	os.Mkdir(scratch, 0o700)
+	if err := u.ReportsDir(scratch); err != nil {
+		fmt.Fprintln(os.Stderr, "realagents:", err)
+		return 2
+	}
 	if *logs != "" {
 		os.MkdirAll(*logs, 0o755)
 	}
