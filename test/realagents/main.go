@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -309,7 +310,10 @@ func (w *runner) session(ctx context.Context, a agent, kind string) (o outcome) 
 		// The agents are installed in the repository, outside the home:
 		// granted read-only, as an install prefix like /opt would be.
 		report := w.r.NextReport()
-		flags := []string{"--allow", install}
+		// The model and the registry listen on loopback, which the
+		// cell's network grants only by address and port, as a user
+		// with a local model proxy would grant it.
+		flags := []string{"--allow", install, "--allow-net", hostPort(srv.URL()), "--allow-net", hostPort(reg.URL())}
 		if len(w.wrap) > 0 {
 			argv = append(append([]string{}, w.wrap...), argv...)
 			flags = append(flags, "--profile", a.name)
@@ -485,4 +489,13 @@ func clip(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// hostPort is the host:port of a URL.
+func hostPort(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	return p.Host
 }
