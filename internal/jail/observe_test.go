@@ -354,10 +354,10 @@ func TestObserveInBoundsSampled(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	out, _ := c.run(`i=0; while [ $i -lt 300 ]; do cat inside.txt; i=$((i+1)); done >/dev/null; echo done`)
+	out, err := c.run(`i=0; while [ $i -lt 300 ]; do cat inside.txt; i=$((i+1)); done >/dev/null; echo done`)
 	took := time.Since(began)
 	if out != "done\n" {
-		t.Fatalf("script: %q", out)
+		t.Fatalf("script: %q (%v)", out, err)
 	}
 	samples := 0
 	for _, e := range c.events() {
