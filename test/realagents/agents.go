@@ -52,6 +52,13 @@ var agents = []agent{
 				"-c", `model_provider="agentlock"`,
 				"-c", fmt.Sprintf(`model_providers.agentlock={name="agentlock", base_url="%s/v1", env_key="OPENAI_API_KEY", wire_api="responses"}`, url),
 				"-c", `check_for_update_on_startup=false`,
+				// Its nonessential traffic, as Claude Code's is turned off:
+				// the curated plugins' sync at start (git ls-remote to
+				// github.com, api.github.com) and its metrics
+				// (ab.chatgpt.com), which the cell's network refuses and
+				// reports, as it would for any user who leaves them on.
+				"-c", `features.plugins=false`,
+				"-c", `analytics.enabled=false`,
 			}
 			if !jailed {
 				a = append(a, "-c", `sandbox_mode="danger-full-access"`)
