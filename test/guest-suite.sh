@@ -174,13 +174,16 @@ done
 # the other guests run the families whose hooks changed most between kernel
 # versions (ADVERSARY_PARTIAL: attributes and xattrs with and without
 # idmaps, keys, bpf, mounts) and agent-lock's own conduct as root
-# (supervisor), after the Go tests, which check every program's load and
-# the decisions of each hook on every kernel.
+# (supervisor), and the techniques of the doors sealed since (git's files
+# at any depth: protected; xattr reads, other processes' scheduling and
+# limits, unix sockets both ways, received and inherited descriptors, hard
+# links into a denial, scratch marks), after the Go tests, which check every
+# program's load and the decisions of each hook on every kernel.
 adversary_args=()
 case " ${ADVERSARY_FULL_ON:-bookworm forky} " in
 *" ${AGENT_LOCK_KERNEL:-} "*) ;;
 *)
-	partial=${ADVERSARY_PARTIAL:-sealing|mounts|kernel|supervisor}
+	partial=${ADVERSARY_PARTIAL:-sealing|mounts|kernel|supervisor|protected|xattr-outside|renice-outside|ionice-outside|chrt-idle-outside|taskset-outside|prlimit-outside|unix-inbound|scm-rights-receive|hardlink-denied-read|inherited-fd-read|mark-reuse}
 	echo "guest-suite: adversary families $partial here (the whole suite runs on: ${ADVERSARY_FULL_ON:-bookworm forky})"
 	adversary_args=(-run "$partial")
 	;;
@@ -261,6 +264,14 @@ case " $realwork_on " in *" ${AGENT_LOCK_KERNEL:-} "*) with_realwork=yes ;; esac
 case " $landlock_on " in
 *" ${AGENT_LOCK_KERNEL:-} "*) landlock_runners 'sealing|processes|ipc|terminal' "$with_realwork" ;;
 *) echo "guest-suite: SKIP Landlock engine's adversary and realwork (run on: $landlock_on)" ;;
+esac
+# The Landlock engine's tripwire against the protected family (the hooks,
+# configs, .envrc, .mcp.json and agent-lock's policy file planted and
+# undone) in the guests named in LANDLOCK_TRIPWIRE_ON (forky: fanotify; its
+# inotify fallback, tmpfs before 6.6, is TestLandlockTripwire's in bookworm).
+case " ${LANDLOCK_TRIPWIRE_ON:-forky} " in
+*" ${AGENT_LOCK_KERNEL:-} "*) landlock_runners 'protected' no ;;
+*) echo "guest-suite: SKIP the Landlock engine's protected family (run on: ${LANDLOCK_TRIPWIRE_ON:-forky})" ;;
 esac
 
 # The benchmark suite at toy sizes, in the guests named in BENCH_SMOKE_ON
