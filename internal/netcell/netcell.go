@@ -49,6 +49,9 @@ type Config struct {
 	// Lookup resolves a granted name upstream, for network "ip4" or
 	// "ip6"; nil: the system's resolver (/etc/hosts, /etc/resolv.conf).
 	Lookup func(ctx context.Context, network, name string) ([]netip.Addr, error)
+	// Search are the search domains a resolver library adds to a name
+	// (resolver.searched); nil: those of /etc/resolv.conf.
+	Search []string
 }
 
 // Cell is a cgroup's network, confined.

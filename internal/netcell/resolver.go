@@ -59,7 +59,10 @@ const maxInFlight = 64
 
 func newResolver(c *Cell) (*resolver, error) {
 	r := &resolver{c: c, sem: make(chan struct{}, maxInFlight), probes: map[string]netip.Addr{}, seen: map[seenKey]time.Time{},
-		search: searchDomains("/etc/resolv.conf")}
+		search: c.cfg.Search}
+	if r.search == nil {
+		r.search = searchDomains("/etc/resolv.conf")
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	u4, t4, p4, err := listenDNS("127.0.0.1")
 	if err != nil {

@@ -98,8 +98,7 @@ func TestResolver(t *testing.T) {
 		mu.Unlock()
 		return fakeDNS(ctx, network, name)
 	}
-	c, _ := openCell(t, Config{Policy: rules(t, "allowed.test", "*.sub.allowed.test"), Lookup: lookup})
-	c.res.search = []string{"corp.example"}
+	c, _ := openCell(t, Config{Policy: rules(t, "allowed.test", "*.sub.allowed.test"), Lookup: lookup, Search: []string{"corp.example"}})
 	events := collect(c)
 
 	if rc, got, _ := ask(t, c, "allowed.test", dnsmessage.TypeA); rc != dnsmessage.RCodeSuccess || strings.Join(got, ",") != hostA.String() {
