@@ -105,7 +105,7 @@ if [ "$engine" = landlock ]; then
 	# The session's life at a terminal (^C, a closed terminal, the summary
 	# after q, the clean-up after a kill, the one-terminal pane, --headless
 	# on a terminal), under each engine doctor proves.
-	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|OneTerminal|ExitWithAgent|HeadlessOnATerminal'
+	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|OneTerminal|ExitWithAgent|HeadlessOnATerminal|ClaudeCodeInThePane'
 	landlock_runners
 	# The one-terminal pane's benchmark at toy sizes (natively: it needs
 	# no BPF LSM and its numbers are the host's): it must keep working.
@@ -147,7 +147,7 @@ fi
 # terminal, q) are agent-lock's own conduct at a terminal more than the
 # kernel's: under the BPF LSM they run in the guests named in TERMINAL_ON
 # (forky), about four minutes under emulation, and natively under Landlock.
-terminal_tests='^(TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSummaryAfterQIsTheRecordings|TestLiveDashboardAndWatch|TestOneTerminal|TestExitWithAgent|TestHeadlessOnATerminal)$'
+terminal_tests='^(TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSummaryAfterQIsTheRecordings|TestLiveDashboardAndWatch|TestOneTerminal|TestExitWithAgent|TestHeadlessOnATerminal|TestClaudeCodeInThePane)$'
 # on LIST: whether this guest is one of LIST's (AGENT_LOCK_KERNEL).
 on() {
 	case " $1 " in *" ${AGENT_LOCK_KERNEL:-} "*) return 0 ;; esac
