@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* agent-lock's jail, classify: one verdict for one file, and check, which
+ * every file hook asks. Part of jail.bpf.c, which includes every part once,
+ * in order: one object, one set of maps. Each hook in it makes one decision
+ * and reports it.
+ */
+
+/* What classify is asked: the dentry, its inode (0 for a negative dentry),
+ * and whether that inode carries the jail's created mark, which only the
+ * calling program can look up (inode storage needs a kernel pointer). */
+struct query {
+	__u64 dentry;
+	__u64 inode;
+	__u32 created;
+	__u32 need;    /* P_* the operation needs: only a write or a creation
+	                * asks whether the target is protected */
+	__u32 own;     /* the observers' account of created, for git's files
+	                * (observe_opened); the hooks use created */
+	struct verdict v;
+};
+
+/*
+ * named_verdict decides q's target, on the file system dev, when it is a
+ * named file of its folder (returns 1) or a sibling of one (2), with q->v
+ * made, else 0.
+ *
+ * Its own global function, and the folder looked up apart from classify's
+ * walk: written into classify, or into walk_step (which needs a branch on
+ * the step to know the folder), it made the 7.x verifiers process two to
+ * three times the instructions in every program that classifies (they
+ * explore it once for each state classify reaches it in), a cost every
+ * jailed start pays. Here it is checked once per program.
+ */
+__noinline int named_verdict(struct query *q, __u32 dev)
+{
+	/* Scanned here, not through named_file: one frame less on the
+	 * verifier's bound of 512 bytes for a chain of calls (program,
+	 * classify, this, the loop's callback). */
+	struct namedl l = {};
+	struct namedq *nq = &l.q;
+	struct dentry *d;
+	struct inode *inode;
+	struct verdict *v;
+
+	if (!q)
+		return 0;
+	d = (void *)q->dentry;
+	inode = (void *)q->inode;
+	v = &q->v;
+	nq->group = named_group(BPF_CORE_READ(d, d_parent), dev);
+	if (!nq->group)
+		return 0;
+	nq->len = BPF_CORE_READ(d, d_name.len);
+	nq->name = (__u64)BPF_CORE_READ(d, d_name.name);
+	named_scan(&l);
+	if (!nq->matched)
+		return 0;
+	v->rule = nq->rule;
+	v->named = 1;
+	if (nq->flags & RULE_WRITE) {
+		/* No P_CREATE: a sibling made as a directory (a lock) holds
+		 * nothing the grant covers. */
+		v->class = AL_CLASS_INSIDE;
+		v->perm = P_READ | P_WRITE;
+		/* A second name of an outside file: writing it writes there. */
+		if (inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG &&
+		    BPF_CORE_READ(inode, i_nlink) > 1 && !q->created)
+			v->perm = P_READ;
+	} else if (nq->flags & RULE_READ) {
+		v->class = AL_CLASS_SYSTEM;
+		v->perm = P_READ;
+	}
+	/* A sibling's name is any name: the caller applies the secret
+	 * patterns of grants to it, as to a name in a granted tree (calling
+	 * secret_name from here would make one frame too many). */
+	return nq->exact ? 1 : 2;
+}
+
+/* decide is classify's body. */
+static __always_inline int decide(struct query *q)
+{
+	struct dentry *d;
+	struct inode *inode;
+	struct verdict *v;
+	struct super_block *sb;
+	__u64 magic;
+	struct walk w = {};
+	__u16 mode = 0;
+
+	if (!q)
+		return 0;
+	d = (void *)q->dentry;
+	inode = (void *)q->inode;
+	v = &q->v;
+	sb = BPF_CORE_READ(d, d_sb);
+	magic = BPF_CORE_READ(sb, s_magic);
+
+	v->class = AL_CLASS_OUTSIDE;
+	v->perm = 0;
+	v->is_root = 0;
+	v->flags = 0;
+	v->rule = 0;
+	v->node = PROT_NONE;
+	v->denied = 0;
+	v->named = 0;
+	v->git = 0;
+	if (inode)
+		mode = BPF_CORE_READ(inode, i_mode);
+
+	if ((mode & S_IFMT) == S_IFCHR || (mode & S_IFMT) == S_IFBLK) {
+		if (dev_allowed(q->created, BPF_CORE_READ(inode, i_rdev))) {
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ | P_WRITE;
+		}
+		return 0;
+	}
+
+	switch (magic) {
+	case PROC_SUPER_MAGIC: {
+		long o = proc_owner_jailed(d);
+
+		if (o == 0) {
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ;
+		} else if (o == 1) {
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ | P_WRITE;
+		} else if (o < 0) {
+			v->class = AL_CLASS_UNRESOLVED;
+			v->flags = EV_UNRESOLVED;
+		}
+		return 0;
+	}
+	case SYSFS_MAGIC:
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC: /* read-only: writing cgroup.procs would leave the jail */
+	case SECURITYFS_MAGIC:
+		v->class = AL_CLASS_SYSTEM;
+		v->perm = P_READ;
+		return 0;
+	case PIPEFS_MAGIC:
+	case SOCKFS_MAGIC:
+	case ANON_INODE_FS_MAGIC:
+	case NSFS_MAGIC:
+	case PID_FS_MAGIC:
+		/* Reachable only through a descriptor the jail already holds. */
+		v->class = AL_CLASS_SYSTEM;
+		v->perm = P_READ | P_WRITE;
+		return 0;
+	case BPF_FS_MAGIC:
+	case DEBUGFS_MAGIC:
+	case TRACEFS_MAGIC:
+		return 0;
+	}
+
+	w.dentry = (__u64)d;
+	w.dev = BPF_CORE_READ(sb, s_dev);
+	w.sb_root = (__u64)BPF_CORE_READ(sb, s_root);
+	bpf_loop(MAX_WALK, walk_step, &w, 0);
+	if (!w.done) {
+		v->class = AL_CLASS_UNRESOLVED;
+		v->flags = EV_UNRESOLVED;
+		return 0;
+	}
+	if (!w.at_root) {
+		/* A disconnected dentry. Kernel-internal mounts (memfd, shm) are
+		 * only reachable through a descriptor; anything else (a handle
+		 * opened by open_by_handle_at) cannot be placed: deny. */
+		if (BPF_CORE_READ(sb, s_flags) & SB_NOUSER) {
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ | P_WRITE;
+			return 0;
+		}
+		v->class = AL_CLASS_UNRESOLVED;
+		v->flags = EV_UNRESOLVED;
+		return 0;
+	}
+	if (w.deny) {
+		v->rule = w.deny_id;
+		v->denied = 1;
+		return 0;
+	}
+	/* A file granted by name (or its sibling) in its folder, unless the
+	 * target is itself a rule root: its own rule decides. Only in cells
+	 * with named files. */
+	if (named_count && (!w.nearest || w.nearest_at > 0)) {
+		int by_name = named_verdict(q, w.dev);
+
+		if (by_name == 2 && pat_count && (pat_scopes & PAT_IN_GRANTS)) {
+			struct patq pq = { .scope = PAT_IN_GRANTS };
+
+			pq.len = BPF_CORE_READ(d, d_name.len);
+			pq.name = (__u64)BPF_CORE_READ(d, d_name.name);
+			secret_name(&pq);
+			if (pq.matched) {
+				v->class = AL_CLASS_OUTSIDE;
+				v->perm = 0;
+				v->named = 0;
+				v->rule = PAT_RULE + pq.matched - 1;
+				v->denied = 1;
+			}
+		}
+		if (by_name)
+			return 0;
+	}
+	if (!w.nearest)
+		return 0;
+	if ((w.nearest & (RULE_GRANT | RULE_PROJECT)) && w.nearest_at > 0) {
+		struct patq pq = {
+			.scope = (w.nearest & RULE_GRANT) ? PAT_IN_GRANTS : PAT_IN_PROJECT,
+		};
+
+		if (pat_count && (pat_scopes & pq.scope)) {
+			pq.len = BPF_CORE_READ(d, d_name.len);
+			pq.name = (__u64)BPF_CORE_READ(d, d_name.name);
+			secret_name(&pq);
+		}
+		if (pq.matched) {
+			/* Refused like a denied path: outside, named by the pattern. */
+			v->rule = PAT_RULE + pq.matched - 1;
+			v->denied = 1;
+			return 0;
+		}
+	}
+	v->rule = w.nearest_id;
+	v->is_root = w.nearest_at == 0;
+	if ((w.nearest & (RULE_WRITE | RULE_SCRATCH)) && (q->need & (P_WRITE | P_CREATE))) {
+		struct protq pq = {
+			.dentry = (__u64)d,
+			.root = w.nearest_d,
+			.depth = w.nearest_at,
+			.node0 = w.nearest_prot,
+			/* The observers say every file is the jail's, for
+			 * second names; for git they keep their own account. */
+			.git = ((observe_only ? q->own : q->created) ? GV_OWN : 0) |
+			       ((w.nearest & RULE_INGIT) ? GV_IN : 0),
+		};
+
+		if (git_names) {
+			git_place(&pq);
+			v->git = pq.git;
+			if (pq.flags) {
+				v->flags |= pq.flags;
+				if (pq.rule)
+					v->rule = pq.rule;
+			}
+		}
+		if (w.nearest & RULE_PROTECT) {
+			pq.rule = 0;
+			protected(&pq);
+			v->node = pq.node;
+			if (pq.flags) {
+				/* Inside an entry of the trie: read-only, .git
+				 * or not. */
+				v->flags |= pq.flags;
+				v->git &= ~GV_GITDIR;
+				if (pq.rule)
+					v->rule = pq.rule;
+			}
+		}
+	}
+	if (w.nearest & RULE_SCRATCH) {
+		if (w.nearest_at == 0) {
+			/* The scratch directory itself: list it, create in it. */
+			v->class = AL_CLASS_SYSTEM;
+			v->perm = P_READ | P_CREATE;
+			return 0;
+		}
+		if (q->created) {
+			v->class = AL_CLASS_INSIDE;
+			v->perm = P_READ | P_WRITE | P_CREATE;
+			v->is_root = 0;
+		}
+		return 0;
+	}
+	if (w.nearest & RULE_WRITE) {
+		v->class = AL_CLASS_INSIDE;
+		v->perm = P_READ | P_WRITE | P_CREATE;
+		if (v->flags & EV_PROTECTED) {
+			/* A .git the jail did not make keeps its place; what
+			 * is made in it is decided by name (check_name). */
+			v->perm = (v->git & (GV_GITDIR | GV_PROT)) == GV_GITDIR ? P_READ | P_CREATE
+										: P_READ;
+			return 0;
+		}
+		/* A second name of an outside file: writing it writes there. */
+		if (inode && (mode & S_IFMT) == S_IFREG && BPF_CORE_READ(inode, i_nlink) > 1 &&
+		    !q->created)
+			v->perm = P_READ;
+		return 0;
+	}
+	if (w.nearest & RULE_READ) {
+		v->class = AL_CLASS_SYSTEM;
+		v->perm = P_READ;
+	}
+	return 0;
+}
+
+/*
+ * classify decides where q->dentry lies and what may be done to it, into q->v.
+ * A global function: see report_rep.
+ */
+__noinline int classify(struct query *q)
+{
+	struct verdict *v;
+	struct inode *inode;
+	struct dentry *d;
+
+	if (!q)
+		return 0;
+	decide(q);
+	/* A folder of named files may be listed (its names, not what they
+	 * hold) where nothing else lets the agent read it: programs that
+	 * save such a file look for it and its siblings there (Claude Code
+	 * lists the home on each save). Never a denied one. */
+	v = &q->v;
+	inode = (void *)q->inode;
+	d = (void *)q->dentry;
+	if (named_count && v->class == AL_CLASS_OUTSIDE && !v->denied && !(v->perm & P_READ) &&
+	    inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR &&
+	    named_group(d, BPF_CORE_READ(d, d_sb, s_dev))) {
+		v->class = AL_CLASS_SYSTEM;
+		v->perm |= P_READ;
+	}
+	return 0;
+}
+
+static __always_inline __u32 inode_created(struct inode *inode)
+{
+	struct mark *m;
+
+	if (!inode)
+		return 0;
+	m = bpf_inode_storage_get(&marks, inode, 0, 0);
+	return m && m->created;
+}
+
+static __always_inline int is_dir(struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
+}
+
+/* What is renamed or linked to a new name (check_name's src). */
+#define SRC_DIR   (1 << 0) /* a directory */
+#define SRC_LINK  (1 << 1) /* a symlink */
+#define SRC_INGIT (1 << 2) /* from a git directory (GV_IN), or a .git itself */
+
+static __always_inline int is_symlink(struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFLNK;
+}
+
+/* rename_src is check_name's src for d, whose verdict.git is git. */
+static __always_inline __u32 rename_src(struct dentry *d, __u32 git)
+{
+	__u32 src = 0;
+
+	if (is_dir(d))
+		src |= SRC_DIR;
+	if (is_symlink(d))
+		src |= SRC_LINK;
+	if (git & (GV_IN | GV_GITDIR))
+		src |= SRC_INGIT;
+	return src;
+}
+
+/* classify_at asks classify about d, a kernel pointer from the hook, for an
+ * operation that needs need (P_*). */
+static __always_inline void classify_at(struct dentry *d, struct inode *inode, __u32 need,
+					struct verdict *v)
+{
+	struct query q = { .dentry = (__u64)d, .inode = (__u64)inode,
+			   .created = inode_created(inode), .need = need };
+
+	classify(&q);
+	*v = q.v;
+}
+
+/* check decides one operation on one dentry. Returns 0 or -EACCES. */
+static __always_inline int check(__u32 op, struct dentry *d, __u32 need, int protect_root)
+{
+	struct verdict v;
+
+	classify_at(d, d->d_inode, need, &v);
+	if ((v.perm & need) == need && !(protect_root && v.is_root))
+		return 0;
+	return report_v(op, &v, 0, (__u64)d, 0);
+}

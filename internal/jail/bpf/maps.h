@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* agent-lock's jail, the constants, maps and helpers every part shares, and
+ * membership (the jail's cgroup). Part of jail.bpf.c, which includes every
+ * part once, in order: one object, one set of maps. Each hook in it makes
+ * one decision and reports it.
+ */
+
+#define EPERM 1
+#define EACCES 13
+#define ENOMEM 12
+
+#define FMODE_READ 0x1
+#define FMODE_WRITE 0x2
+#define FMODE_EXEC 0x20
+#define FMODE_CREATED 0x100000 /* this open made the file (all kernels from 4.19) */
+
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define S_IFDIR 0040000
+#define S_IFCHR 0020000
+#define S_IFBLK 0060000
+#define S_IFIFO 0010000
+#define S_IFSOCK 0140000
+#define S_IFLNK 0120000
+
+#define SB_NOUSER (1UL << 31)
+#define CLONE_INTO_CGROUP 0x200000000ULL
+
+#define TIOCSTI 0x5412
+#define TIOCLINUX 0x541C
+#define TIOCCONS 0x541D
+
+#define ATTR_MODE (1 << 0)
+#define ATTR_UID (1 << 1)
+#define ATTR_GID (1 << 2)
+#define ATTR_SIZE (1 << 3)
+
+#define PROC_SUPER_MAGIC 0x9fa0
+#define SYSFS_MAGIC 0x62656572
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#define SECURITYFS_MAGIC 0x73636673
+#define PIPEFS_MAGIC 0x50495045
+#define SOCKFS_MAGIC 0x534F434B
+#define ANON_INODE_FS_MAGIC 0x09041934
+#define NSFS_MAGIC 0x6e736673
+#define PID_FS_MAGIC 0x50494446
+#define BPF_FS_MAGIC 0xcafe4a11
+#define DEBUGFS_MAGIC 0x64626720
+#define TRACEFS_MAGIC 0x74726163
+
+#define MKDEV(ma, mi) (((ma) << 20) | (mi))
+#define UNIX98_PTY_SLAVE_MAJOR 136
+
+/* Deeper than this and the walk gives up: the path is denied as unresolved. */
+#define MAX_WALK 8192
+#define MAX_PROC_WALK 32
+
+/* What an operation needs from its target. */
+#define P_READ 1
+#define P_WRITE 2
+#define P_CREATE 4
+
+/* Set by agent-lock before load. */
+const volatile __u64 jail_cgroup_id = 0;
+const volatile __u32 audit_mode = 0;
+const volatile __u32 stream_inbounds = 0;
+const volatile __u64 inb_gap_ns = 0;    /* see inbounds_due */
+const volatile __u32 tty_rdev[4] = {};
+const volatile __u32 pat_count = 0;     /* patterns in use */
+const volatile __u32 pat_scopes = 0;    /* PAT_IN_* any pattern has */
+const volatile __u32 named_count = 0;   /* named files in use */
+const volatile __u32 git_names = 0;     /* GN_* in the gitnames table */
+const volatile __u32 observe_only = 0;  /* the observers alone are loaded (Landlock decides) */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct rule_key);
+	__type(value, struct rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct registration);
+} reg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct prot_key);
+	__type(value, struct prot);
+} protect SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, struct gitname);
+	__type(value, struct gitclass);
+} gitnames SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PAT_MAX);
+	__type(key, __u32);
+	__type(value, struct pattern);
+} patterns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NAMED_MAX);
+	__type(key, __u32);
+	__type(value, struct named);
+} named_files SEC(".maps");
+
+#define RING_BYTES (8 << 20)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RING_BYTES);
+} events SEC(".maps");
+
+/* When this CPU last streamed an in-bounds open (inbounds_due). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} inb_last SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct scratch {
+	char buf[2 * PATH_BYTES];
+	__u64 nb_dentry; /* path building: the next dentry to name */
+	__u32 nb_pos;    /* where its name ends in buf */
+	__u32 nb_trunc;
+	struct event ev;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+/* Inodes the jail created itself: only these may be touched in the shared
+ * scratch places (/tmp, /var/tmp, /dev/shm) and only such ptys are its own. */
+struct mark {
+	__u32 created;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_INODE_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mark);
+} marks SEC(".maps");
+
+/* The dentry a jailed thread is creating, between the path_* hook that
+ * allowed it and d_instantiate, which gives us the new inode to mark. A
+ * create that fails after the hook (mknod of a device without CAP_MKNOD, a
+ * full disk) leaves it behind: d_instantiate only trusts it for a creation
+ * (see there). */
+struct pending {
+	__u64 dentry;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pending);
+} pendings SEC(".maps");
+
+/* noinline so that enum al_counter reaches BTF and bpf2go's -type. */
+static __noinline void count(enum al_counter slot)
+{
+	__u32 key = slot;
+	__u64 *v = bpf_map_lookup_elem(&counters, &key);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u64 task_cgroup_id(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+/* A process is jailed iff it runs in the jail's cgroup (see top comment). */
+static __always_inline int jailed(void)
+{
+	return jail_cgroup_id != 0 && bpf_get_current_cgroup_id() == jail_cgroup_id;
+}
+
+static __always_inline int task_jailed(struct task_struct *t)
+{
+	return task_cgroup_id(t) == jail_cgroup_id;
+}

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* agent-lock's jail, reporting: the ring buffer's records, the counters,
+ * what a refusal says. Part of jail.bpf.c, which includes every part once,
+ * in order: one object, one set of maps. Each hook in it makes one decision
+ * and reports it.
+ */
+
+/* ---- reporting ---------------------------------------------------------- */
+
+/*
+ * Path building keeps its state in the per-CPU scratch value, not on the
+ * stack: values loaded from a map are unknown to the verifier, so every
+ * bpf_loop iteration looks the same to it and the callback is checked once.
+ * (Kernels from 6.8 verify callbacks like loops; with the cursor on the
+ * stack each position would be a new state and the program too large.)
+ */
+static long name_step(__u32 i, void *unused)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct dentry *d, *p;
+	const unsigned char *name;
+	__u32 len, pos;
+
+	if (!s)
+		return 1;
+	d = (void *)s->nb_dentry;
+	if (!d)
+		return 1;
+	p = BPF_CORE_READ(d, d_parent);
+	if (!p || p == d)
+		return 1;
+	len = BPF_CORE_READ(d, d_name.len);
+	name = BPF_CORE_READ(d, d_name.name);
+	if (len > 255)
+		len = 255;
+	s->nb_dentry = (__u64)p;
+	if (len == 0)
+		return 0;
+	pos = s->nb_pos;
+	if (pos < len + 1 || pos > PATH_BYTES) {
+		s->nb_trunc = 1;
+		return 1;
+	}
+	pos -= len;
+	bpf_probe_read_kernel(&s->buf[pos & (PATH_BYTES - 1)], len & 255, name);
+	pos -= 1;
+	s->buf[pos & (PATH_BYTES - 1)] = '/';
+	s->nb_pos = pos;
+	return 0;
+}
+
+/* Writes the path of dentry, relative to the root of its superblock, into
+ * ev->path at offset off; Go prefixes the mount point of ev->dev. */
+static __noinline __u32 put_path(struct scratch *s, __u64 dentry, __u32 off, __u32 *flags)
+{
+	__u32 n, pos;
+
+	s->nb_dentry = dentry;
+	s->nb_pos = PATH_BYTES;
+	s->nb_trunc = 0;
+	bpf_loop(PATH_BYTES / 2, name_step, 0, 0);
+	if (s->nb_trunc)
+		*flags |= EV_TRUNCATED;
+	pos = s->nb_pos;
+	if (pos == PATH_BYTES) {
+		pos = PATH_BYTES - 1;
+		s->buf[PATH_BYTES - 1] = '/';
+	}
+	if (pos > PATH_BYTES)
+		return 0;
+	n = PATH_BYTES - pos;
+	if (n > PATH_BYTES || off > PATH_BYTES)
+		return 0;
+	bpf_probe_read_kernel(&s->ev.path[off], n, &s->buf[pos]);
+	return n;
+}
+
+static __always_inline __u32 dentry_dev(__u64 dentry)
+{
+	struct dentry *d = (void *)dentry;
+	return BPF_CORE_READ(d, d_sb, s_dev);
+}
+
+/*
+ * Streams one decision. d1/d2 are dentries (0 for none). Returns 1 when the
+ * operation is to be refused, 0 in audit mode and for in-bounds reports.
+ *
+ * report_rep and classify are global functions: the verifier checks each
+ * once, not once per call site, which keeps every program far below the
+ * complexity limits of all kernels we support. Their arguments travel in
+ * structs on the caller's stack, since a global function takes no kernel
+ * pointers.
+ */
+struct rep {
+	__u32 op;
+	__u32 class;
+	__u32 flags;
+	__u32 target_pid;
+	__u32 detail;
+	__u32 rule;
+	__u64 d1;
+	__u64 d2;
+	__u64 uname; /* a user-space name: path2 is the name as the process gave it */
+};
+
+__noinline int report_rep(struct rep *r)
+{
+	__u32 zero = 0, n1 = 0, n2 = 0, flags;
+	__u64 d1, d2, uname;
+	struct scratch *s;
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!r)
+		return 1;
+	flags = r->flags;
+	d1 = r->d1;
+	d2 = r->d2;
+	uname = r->uname;
+
+	if (!(flags & EV_INBOUNDS)) {
+		count(CNT_ESCAPES);
+		/* The observers (below) report what Landlock decided and set the
+		 * verdict themselves; the hooks decide here. */
+		if (!(flags & (EV_DENIED | EV_AUDIT))) {
+			if (audit_mode)
+				flags |= EV_AUDIT;
+			else
+				flags |= EV_DENIED;
+		}
+	}
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		goto lost;
+	s->ev.ts_ns = bpf_ktime_get_ns();
+	s->ev.pid = id >> 32;
+	s->ev.tid = (__u32)id;
+	s->ev.uid = (__u32)bpf_get_current_uid_gid();
+	s->ev.op = r->op;
+	s->ev.class = r->class;
+	s->ev.target_pid = r->target_pid;
+	s->ev.detail = r->detail;
+	s->ev.rule = r->rule;
+	s->ev.dev = 0;
+	s->ev.dev2 = 0;
+	bpf_get_current_comm(s->ev.comm, sizeof(s->ev.comm));
+	if (d1) {
+		s->ev.dev = dentry_dev(d1);
+		n1 = put_path(s, d1, 0, &flags);
+	}
+	if (d2 && n1 <= PATH_BYTES) {
+		s->ev.dev2 = dentry_dev(d2);
+		flags |= EV_PATH2;
+		n2 = put_path(s, d2, n1, &flags);
+	} else if (uname && n1 <= PATH_BYTES) {
+		long n = bpf_probe_read_user_str(&s->ev.path[n1], PATH_BYTES, (const void *)uname);
+
+		flags |= EV_PATH2 | EV_ASGIVEN;
+		if (n > 1)
+			n2 = n - 1; /* without the NUL */
+		else
+			flags |= EV_TRUNCATED;
+	}
+	if (n1 > PATH_BYTES)
+		n1 = PATH_BYTES;
+	if (n2 > PATH_BYTES)
+		n2 = PATH_BYTES;
+	s->ev.path_len = n1;
+	s->ev.path2_len = n2;
+	s->ev.flags = flags;
+	if (bpf_ringbuf_output(&events, &s->ev, offsetof(struct event, path) + n1 + n2, 0))
+		goto lost;
+	goto out;
+lost:
+	if (!(flags & EV_INBOUNDS))
+		count(CNT_LOST);
+out:
+	return (flags & EV_DENIED) ? 1 : 0;
+}
+
+/* In-bounds opens are streamed as a sample for the live view: at most one per
+ * CPU every inb_gap_ns, and only while the ring is nearly empty, so that they
+ * never take the room escapes need (escapes are never sampled, and a lost
+ * sample is not counted as lost). The tallies count every open. */
+static __always_inline int inbounds_due(void)
+{
+	__u32 zero = 0;
+	__u64 now, *last;
+
+	if (!stream_inbounds)
+		return 0;
+	last = bpf_map_lookup_elem(&inb_last, &zero);
+	if (!last)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now - *last < inb_gap_ns)
+		return 0;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > RING_BYTES / 8)
+		return 0;
+	*last = now;
+	return 1;
+}
+
+/* The errno a hook returns for a refusal. Every path ends in a constant so
+ * that the verifier sees the return value within the LSM's [-4095, 0]. */
+static __always_inline int refuse(int denied)
+{
+	/* Hide that denied is 0 or 1, or clang returns -denied instead. */
+	asm volatile("" : "+r"(denied));
+	if (denied)
+		return -EPERM;
+	return 0;
+}
+
+/* A refused file operation is EACCES, as the file's own permissions, other
+ * LSMs and Landlock refuse it: programs then take the way they have for an
+ * unwritable place (Claude Code saves ~/.claude.json in place when it may
+ * not make a temporary file next to it; on EPERM it gave up the save). */
+static __always_inline int refuse_file(int denied)
+{
+	asm volatile("" : "+r"(denied));
+	if (denied)
+		return -EACCES;
+	return 0;
+}
+
+static __always_inline int report(__u32 op, __u32 class, __u32 flags, __u64 d1, __u64 d2,
+				  __u32 target_pid, __u32 detail)
+{
+	struct rep r = { .op = op, .class = class, .flags = flags, .target_pid = target_pid,
+			 .detail = detail, .d1 = d1, .d2 = d2 };
+
+	return refuse(report_rep(&r));
+}
