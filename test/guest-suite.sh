@@ -213,14 +213,14 @@ done
 # `make agents`, driven through a scripted session by a stand-in model
 # server on 127.0.0.1). Natively (make native) every agent runs unjailed,
 # as a returning user and as a first run under Landlock; in the guests
-# named in REALAGENTS_ON (forky) the agents matching REALAGENTS_RUN
-# (Claude Code) run jailed by the BPF LSM as a first run: under emulation
-# each session takes two to three minutes, and CI's budget has room for
-# one.
+# named in REALAGENTS_ON (forky) the agents matching REALAGENTS_RUN (all
+# three) run jailed by the BPF LSM as a first run: under emulation each
+# session takes one to three minutes, and CI's budget has room for one
+# each.
 case " ${REALAGENTS_ON:-forky} " in
 *" ${AGENT_LOCK_KERNEL:-} "*)
 	if [ -x .build/realagents ]; then
-		step realagents .build/realagents -agent-lock .build/agent-lock -run "${REALAGENTS_RUN:-claude}" -sessions "${REALAGENTS_SESSIONS:-first-run}"
+		step realagents .build/realagents -agent-lock .build/agent-lock -run "${REALAGENTS_RUN:-}" -sessions "${REALAGENTS_SESSIONS:-first-run}"
 	else
 		echo "guest-suite: SKIP realagents (.build/realagents not built)"
 	fi
