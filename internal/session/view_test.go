@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // TestAgentView: what the agent sees of the machine where it differs from
@@ -30,7 +31,7 @@ func TestAgentView(t *testing.T) {
 		}
 		os.Chown(p, 4242, 4242)
 	}
-	rep := filepath.Join(t.TempDir(), "r.jsonl")
+	rep := testenv.ReportPath(t, 4242)
 	script := `. ~/.bashrc; echo "greeting=$VIEW_GREETING token=${GITHUB_TOKEN:-unset} $(view_fn)"
 sh -lc 'echo "login=$VIEW_GREETING"'
 echo "pids: $(ps -eo pid= | tr -s ' \n' ' ') self=$$"
