@@ -158,7 +158,9 @@ for bin in "${bins[@]}"; do
 		echo "guest-suite: the terminal's tests run on: ${TERMINAL_ON:-forky} (and natively)"
 		step "${bin#.build/tests/} (without the terminal's)" run_test_binary "$bin" -test.skip "$terminal_tests"
 	else
-		step "${bin#.build/tests/}" run_test_binary "$bin"
+		# A bound against a hang only: where the terminal's tests run
+		# (both engines each) cli.test takes longer than ten minutes.
+		step "${bin#.build/tests/}" run_test_binary "$bin" -test.timeout=25m
 	fi
 done
 

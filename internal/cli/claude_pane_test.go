@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-lock/agent-lock/test/modelserver"
 	"github.com/agent-lock/agent-lock/test/testenv"
@@ -53,12 +54,15 @@ func TestClaudeCodeInThePane(t *testing.T) {
 			tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s ANTHROPIC_BASE_URL=%s ANTHROPIC_API_KEY=%s CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 "+
 				"%s --engine %s --exit-with-agent --allow %s --allow-net %s . -- %s --dangerously-skip-permissions; echo session-exit=$?; sleep 600",
 				dir, sudoEnv, srv.URL(), key, bin, engine, install, u.Host, claude))
-			tm.waitFor("s:w", `JAILED`)
+			// Claude Code's start and each turn take tens of seconds under
+			// emulation beside another guest.
+			const slow = 5 * time.Minute
+			tm.waitWithin("s:w", `JAILED`, slow)
 			// Its prompt box, ready for input.
-			tm.waitFor("s:w", `(?i)shortcuts|bypass permissions`)
+			tm.waitWithin("s:w", `(?i)shortcuts|bypass permissions`, slow)
 			tm.tmux("send-keys", "-t", "s:w", "-l", "do the scripted step")
 			tm.tmux("send-keys", "-t", "s:w", "Enter")
-			s := tm.waitFor("s:w", modelserver.FinalText)
+			s := tm.waitWithin("s:w", modelserver.FinalText, slow)
 			if b, err := os.ReadFile(filepath.Join(dir, "answer.txt")); err != nil || strings.TrimSpace(string(b)) != "pane-answer-42" {
 				t.Errorf("the model's Bash step did not run in the cell: %q %v\n%s", b, err, s)
 			}
@@ -68,7 +72,7 @@ func TestClaudeCodeInThePane(t *testing.T) {
 			// Ctrl-C twice is Claude Code's exit; the session ends with it.
 			tm.tmux("send-keys", "-t", "s:w", "C-c")
 			tm.tmux("send-keys", "-t", "s:w", "C-c")
-			tm.waitFor("s:w", `session-exit=0`)
+			tm.waitWithin("s:w", `session-exit=0`, slow)
 		})
 	}
 }

@@ -58,11 +58,19 @@ func waitGone(t *testing.T, re string, within time.Duration) {
 	}
 }
 
-func waitRunning(t *testing.T, re string) {
+// waitRunning polls until a process matches re; on failure it shows what
+// the terminal tm (if any) shows.
+func waitRunning(t *testing.T, re string, tm ...*term) {
 	t.Helper()
+	// Three minutes: a session's start under emulation, beside another
+	// guest, has taken more than one and a half.
 	for i := 0; len(running(re)) == 0; i++ {
-		if i > 450 {
-			t.Fatalf("%s never started", re)
+		if i > 900 {
+			screen := ""
+			if len(tm) > 0 {
+				screen = tm[0].screen("s:w")
+			}
+			t.Fatalf("%s never started:\n%s", re, screen)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -104,7 +112,7 @@ func TestClosedTerminalEndsTheSession(t *testing.T) {
 			tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --engine %s . -- sh -c 'exec %s'",
 				dir, sudoEnv, bin, engine, sleeper))
 			tm.waitFor("s:w", `JAILED`)
-			waitRunning(t, "^"+sleeper+"$")
+			waitRunning(t, "^"+sleeper+"$", tm)
 			rec := newestRecording(t)
 			tm.tmux("kill-session", "-t", "s")
 			// The issue's bound for a user at a real terminal; TCG is

@@ -40,8 +40,15 @@ func (tm *term) screen(win string) string { return tm.tmux("capture-pane", "-p",
 // not a speed target.
 func (tm *term) waitFor(win, what string) string {
 	tm.t.Helper()
+	return tm.waitWithin(win, what, 90*time.Second)
+}
+
+// waitWithin is waitFor with its own bound, for what takes longer under
+// emulation (a real agent's start).
+func (tm *term) waitWithin(win, what string, within time.Duration) string {
+	tm.t.Helper()
 	re := regexp.MustCompile(what)
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(within)
 	for {
 		s := tm.screen(win)
 		if re.MatchString(s) {
