@@ -120,10 +120,12 @@ import ssl, urllib.request
 ctx = ssl.create_default_context(cafile="ca.pem")
 print(urllib.request.urlopen("https://allowed.test/", context=ctx, timeout=10).read().decode())'`},
 	{name: "git-clone-https", works: true, want: "lab repository",
-		script: `rm -rf c1 && GIT_SSL_CAINFO="$PWD/ca.pem" git clone -q https://git.test/repo.git c1 && cat c1/README`},
+		// A clone of its own each run: the unjailed run's clone is the
+		// user's repository, whose hooks the jail keeps (no rm -rf of it).
+		script: `GIT_SSL_CAINFO="$PWD/ca.pem" git clone -q https://git.test/repo.git c1-$$ && cat c1-$$/README`},
 	{name: "ssh", works: true, want: "ssh works", script: sshCmd + " jailtest@git.test echo ssh works"},
 	{name: "git-clone-ssh", works: true, want: "lab repository",
-		script: `rm -rf c2 && GIT_SSH_COMMAND='` + sshCmd + `' git clone -q jailtest@git.test:repo.git c2 && cat c2/README`},
+		script: `GIT_SSH_COMMAND='` + sshCmd + `' git clone -q jailtest@git.test:repo.git c2-$$ && cat c2-$$/README`},
 	// Claude Code itself (the pinned package make agents fetches, in the
 	// user's npm prefix), granted its profile and the scripted model's
 	// name, asks that model and prints its answer.
