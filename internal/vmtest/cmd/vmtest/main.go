@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	results := make([]outcome, len(imgs))
+	outs := make([]*prefixWriter, len(imgs))
 	var mu sync.Mutex // serialises lines from guests running at once
 	sem := make(chan struct{}, max(*parallel, 1))
 	var wg sync.WaitGroup
@@ -101,6 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			defer wg.Done()
 			defer func() { <-sem }()
 			out := &prefixWriter{prefix: "[" + img.Kernel.Suite + "] ", w: stdout, mu: &mu}
+			outs[i] = out
 			res, err := vmtest.Run(ctx, img, vmtest.Options{
 				Dir: *dir, Env: env, Command: command, Timeout: *timeout, Output: out,
 			})
@@ -129,6 +131,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			o.res.Duration.Round(time.Second), o.res.Boot.Round(100*time.Millisecond))
 	}
 	tw.Flush()
+	// The guests' own recaps of what failed, again after the table: with
+	// guests running side by side a recap printed mid-run is buried by
+	// the others' output, and CI keeps only the tail.
+	for _, out := range outs {
+		if out != nil && len(out.recap) > 0 {
+			fmt.Fprintf(stdout, "\n%swhat failed:\n", out.prefix)
+			for _, l := range out.recap {
+				fmt.Fprintf(stdout, "%s%s\n", out.prefix, l)
+			}
+		}
+	}
 	if failed || ctx.Err() != nil {
 		return 1
 	}
@@ -147,13 +160,29 @@ type prefixWriter struct {
 	prefix string
 	w      io.Writer
 	mu     *sync.Mutex
+
+	// recap holds the lines after guest-suite's "what failed, again"
+	// marker, at most maxRecap of them.
+	recap     []string
+	recapping bool
 }
+
+const (
+	recapMarker = "guest-suite: what failed, again:"
+	maxRecap    = 60
+)
 
 func (p *prefixWriter) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := strings.TrimSuffix(string(b), "\n")
 	for _, l := range strings.Split(s, "\n") {
+		if p.recapping && len(p.recap) < maxRecap {
+			p.recap = append(p.recap, l)
+		}
+		if strings.TrimSpace(l) == recapMarker {
+			p.recapping = true
+		}
 		if _, err := io.WriteString(p.w, p.prefix+l+"\n"); err != nil {
 			return 0, err
 		}
