@@ -14,12 +14,12 @@ import (
 	"strings"
 
 	"github.com/agent-lock/agent-lock/internal/dashboard"
-	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/netcell"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/session"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // Version is set at link time (-ldflags "-X .../cli.Version=v1.2.3"); a
@@ -295,7 +295,7 @@ func parse(args []string) (options, error) {
 			paths = append(paths, d)
 			continue
 		}
-		if err := jail.CheckPattern(d); err != nil {
+		if err := spec.CheckPattern(d); err != nil {
 			return o, fmt.Errorf("--deny: %w", err)
 		}
 		o.denyPatterns = append(o.denyPatterns, d)

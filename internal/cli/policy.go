@@ -11,13 +11,13 @@ import (
 	"strings"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
-	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
 	"github.com/agent-lock/agent-lock/internal/session"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // applyPolicyFiles merges the user's policy file and the project's into o:
@@ -198,11 +198,11 @@ func bpfPolicy(stdout io.Writer, plan session.Plan, tilde func(string) string) {
 	fmt.Fprintf(stdout, "\nrules (the kernel's; the nearest rule above a file decides, a denial anywhere above it wins):\n")
 	for _, r := range plan.Policy.Rules() {
 		path := tilde(r.Path)
-		if r.Flags&jail.Named != 0 {
+		if r.Access&spec.Named != 0 {
 			// The file and its siblings (a save's temporary file, a lock).
 			path += "{,.*}"
 		}
-		fmt.Fprintf(stdout, "  %-22s %-40s %s\n", ruleRights(r.Flags), path, r.Name)
+		fmt.Fprintf(stdout, "  %-22s %-40s %s\n", ruleRights(r.Access), path, r.Name)
 	}
 	fmt.Fprintln(stdout, "  by kind                /proc /sys /dev                          the agent's own /proc entries and the system-wide ones, /sys read-only;")
 	fmt.Fprintln(stdout, "                                                                  null, zero, full, random, urandom, tty, ptmx, its terminals")
@@ -210,7 +210,7 @@ func bpfPolicy(stdout io.Writer, plan session.Plan, tilde func(string) string) {
 	fmt.Fprintln(stdout, "\nrefused by name (the file's own name):")
 	for _, p := range plan.Policy.Patterns() {
 		where := "in your grants"
-		if p.Scope&jail.InProject != 0 {
+		if p.Scope&spec.InProject != 0 {
 			where = "in the project and your grants"
 		}
 		fmt.Fprintf(stdout, "  %-22s %s\n", p.Glob, where)
@@ -248,7 +248,7 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 	fmt.Fprintln(stdout, "  refused                everything else")
 	for _, d := range plan.Policy.Denied() {
 		for _, r := range plan.Policy.Rules() {
-			if r.Flags&jail.Deny == 0 && r.Path != d.Path && strings.HasPrefix(d.Path, r.Path+"/") {
+			if r.Access&spec.Deny == 0 && r.Path != d.Path && strings.HasPrefix(d.Path, r.Path+"/") {
 				fmt.Fprintf(stdout, "  carved                 %s out of %s: the folders on the way can be read entry by entry, not listed, and get no new entries\n",
 					tilde(d.Path), tilde(r.Path))
 			}
@@ -257,7 +257,7 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 	fmt.Fprintln(stdout, "\nrefused by name: nothing (Landlock grants by path); in the BPF-LSM engine's list, not refused here:")
 	for _, p := range plan.Policy.Patterns() {
 		where := "in your grants"
-		if p.Scope&jail.InProject != 0 {
+		if p.Scope&spec.InProject != 0 {
 			where = "in the project and your grants"
 		}
 		fmt.Fprintf(stdout, "  %-22s %s\n", p.Glob, where)
@@ -303,21 +303,21 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 	}
 }
 
-func ruleRights(f jail.RuleFlags) string {
+func ruleRights(f spec.Access) string {
 	switch {
-	case f&jail.Deny != 0:
+	case f&spec.Deny != 0:
 		return "refused"
-	case f&jail.Scratch != 0:
+	case f&spec.Scratch != 0:
 		return "own files only"
-	case f&jail.Named != 0:
+	case f&spec.Named != 0:
 		return "read-write, by name"
-	case f&jail.Write != 0 && f&jail.Protect != 0:
+	case f&spec.Write != 0 && f&spec.Protect != 0:
 		return "read-write, protected"
-	case f&jail.Write != 0:
+	case f&spec.Write != 0:
 		return "read-write"
-	case f&jail.Read != 0:
+	case f&spec.Read != 0:
 		return "read-only"
-	case f&jail.Socket != 0:
+	case f&spec.Socket != 0:
 		return "connect"
 	}
 	return fmt.Sprintf("flags %#x", uint32(f))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // Doors of the cell other than its own reach: what comes in (connections,
@@ -42,8 +43,8 @@ func TestDoors(t *testing.T) {
 		}
 		scr = mountExt4(t)
 		cfg.Rules = append(policy.Policy{Dir: dir}.Rules(),
-			jail.Rule{Path: sec, Flags: jail.Deny, Name: "test denial"},
-			jail.Rule{Path: scr, Flags: jail.Scratch, Name: "test scratch"})
+			spec.Rule{Path: sec, Access: spec.Deny, Name: "test denial"},
+			spec.Rule{Path: scr, Access: spec.Scratch, Name: "test scratch"})
 	})
 	c.env = append(c.env, "SCR="+scr)
 	t.Run("inbound unix", func(t *testing.T) { inboundUnix(t, c) })

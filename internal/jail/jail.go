@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-lock/agent-lock/internal/spec"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
@@ -25,7 +26,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RuleFlags say what a rule root grants to the tree below it.
+// RuleFlags say what a rule root grants to the tree below it: the kernel's
+// RULE_* bits (jail.h), which kernelRules makes from a description's
+// spec.Access.
 type RuleFlags uint32
 
 const (
@@ -50,6 +53,36 @@ const (
 	InGit RuleFlags = 1 << 11
 )
 
+// ruleBits are the kernel's bits for a description's accesses.
+var ruleBits = []struct {
+	access spec.Access
+	flags  RuleFlags
+}{
+	{spec.Read, Read}, {spec.Write, Write}, {spec.Scratch, Scratch}, {spec.Deny, Deny},
+	{spec.Socket, Socket}, {spec.Protect, Protect}, {spec.Grant, Grant},
+	{spec.Project, Project}, {spec.Named, Named}, {spec.InGit, InGit},
+}
+
+// kernelFlags are a description's accesses in the kernel's bits.
+func kernelFlags(a spec.Access) RuleFlags {
+	var f RuleFlags
+	for _, b := range ruleBits {
+		if a&b.access != 0 {
+			f |= b.flags
+		}
+	}
+	return f
+}
+
+// kernelRules are a description's rules as the kernel registers them.
+func kernelRules(rules []spec.Rule) []Rule {
+	out := make([]Rule, len(rules))
+	for i, r := range rules {
+		out[i] = Rule{Path: r.Path, Flags: kernelFlags(r.Access), Name: r.Name}
+	}
+	return out
+}
+
 // ruleSeal registers nothing: it asks the kernel to seal the rule root just
 // opened (RULE_SEAL, jail.h).
 const ruleSeal RuleFlags = 1 << 10
@@ -60,7 +93,7 @@ const (
 	NamedLen = 30
 )
 
-// Rule is one root of the policy: a path and what it grants.
+// Rule is one root as the kernel registers it: a path and its RULE_* bits.
 type Rule struct {
 	Path  string
 	Flags RuleFlags
@@ -85,13 +118,13 @@ type Config struct {
 	TTYs []uint32
 	// Rules are registered in order; a path that cannot be opened is an
 	// error (the caller leaves out paths that do not exist).
-	Rules []Rule
+	Rules []spec.Rule
 	// Protect are entries the agent may read but not make or change:
 	// below the Protect rule, and git's (Protected.Git) below every
 	// writable rule.
-	Protect []Protected
+	Protect []spec.Protected
 	// Patterns are names refused below the rules their scope names.
-	Patterns []Pattern
+	Patterns []spec.Pattern
 	// Observe loads only the tracepoint programs, which watch opens and
 	// execs and report what another LSM (Landlock) decided, for kernels
 	// that cannot run the hooks. They refuse nothing: the caller must have
@@ -244,11 +277,11 @@ func Load(cfg Config) (*Jail, error) {
 	// the load; the patterns themselves are written after it (below).
 	var patCount, patScopes uint32
 	for _, p := range cfg.Patterns {
-		if err := CheckPattern(p.Glob); err != nil {
+		if _, _, err := compilePattern(p.Glob); err != nil {
 			return nil, fmt.Errorf("load jail: %w", err)
 		}
 		patCount++
-		patScopes |= uint32(p.Scope)
+		patScopes |= kernelScope(p.Scope)
 	}
 	if patCount > PatternMax {
 		return nil, fmt.Errorf("load jail: %d deny patterns, the kernel's table holds %d", patCount, PatternMax)
@@ -259,8 +292,9 @@ func Load(cfg Config) (*Jail, error) {
 		}
 	}
 	_, gitNames, _ := gitTable(cfg.Protect)
+	cfgRules := kernelRules(cfg.Rules)
 	var namedCount uint32
-	for _, r := range cfg.Rules {
+	for _, r := range cfgRules {
 		if r.Flags&Named == 0 {
 			continue
 		}
@@ -362,9 +396,9 @@ func Load(cfg Config) (*Jail, error) {
 			return nil, err
 		}
 	}
-	rules := cfg.Rules
+	rules := cfgRules
 	if cfg.Observe {
-		for _, r := range cfg.Rules {
+		for _, r := range cfgRules {
 			if r.Flags&Deny != 0 {
 				j.denied = append(j.denied, r)
 			}
@@ -372,7 +406,7 @@ func Load(cfg Config) (*Jail, error) {
 		// A socket cannot be opened, so no open-family tracepoint sees it;
 		// the observers have no use for socket rules anyway.
 		rules = nil
-		for _, r := range cfg.Rules {
+		for _, r := range cfgRules {
 			if r.Flags&^Socket != 0 {
 				r.Flags &^= Socket
 				rules = append(rules, r)

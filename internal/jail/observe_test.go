@@ -13,13 +13,14 @@ import (
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // newObserved is a cell with only the observers loaded: nothing is refused
 // by the jail, so refusals come from file permissions here, as they would
 // from Landlock under that engine. Tracepoints load on every kernel we
 // support, the development machines' included.
-func newObserved(t *testing.T, protect ...jail.Protected) *cell {
+func newObserved(t *testing.T, protect ...spec.Protected) *cell {
 	return newObservedPolicy(t, func(p *policy.Policy) { p.Protect = protect })
 }
 
@@ -68,11 +69,11 @@ func newObservedHeld(t *testing.T, edit func(*policy.Policy), sampled, held bool
 	// The Landlock engine grants no shared scratch place, and this test's
 	// files lie in one (/tmp): leave those rules out, as the observers
 	// count a file there as the jail's own.
-	var rules []jail.Rule
+	var rules []spec.Rule
 	pol := policy.Policy{Dir: dir}
 	edit(&pol)
 	for _, r := range pol.Rules() {
-		if r.Flags&jail.Scratch == 0 {
+		if r.Access&spec.Scratch == 0 {
 			rules = append(rules, r)
 		}
 	}

@@ -5,25 +5,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agent-lock/agent-lock/internal/spec"
 	"github.com/cilium/ebpf"
 )
-
-// Protected is an entry the agent may read but not make, change, replace or
-// remove: a file the user's own tools execute outside the jail (.envrc,
-// .git/hooks, ...). Entries are kept by name, so one that does not exist
-// yet cannot be created either.
-type Protected struct {
-	// Path is relative to the root, slash-separated: at most ProtectDepth
-	// components of at most ProtectNameMax bytes each. An entry that is
-	// not Git is protected below the rule root marked Protect (DIR) only.
-	Path string
-	// Git marks one of git's files (.git, .git/hooks, .git/config,
-	// .git/config.worktree, .git/commondir, .git/gitdir, .gitmodules):
-	// protected in every repository below every writable rule, at any
-	// depth. In a folder the jail made, the agent may make it (hooks: only
-	// NAME.sample files) and then change it (jail.h, struct gitname).
-	Git bool
-}
 
 // gitEntries are the protected paths that name git's files, with the name
 // the kernel matches along a path and its class (jail.h GI_*). A .git names
@@ -73,7 +57,7 @@ const (
 )
 
 // CheckProtected says what is wrong with a protected entry, or nil.
-func CheckProtected(e Protected) error {
+func CheckProtected(e spec.Protected) error {
 	path := e.Path
 	if e.Git {
 		if _, ok := gitEntries[path]; !ok {
@@ -108,11 +92,11 @@ func CheckProtected(e Protected) error {
 // git's: node 0 is the root (DIR), each key is (parent node, name). It
 // returns the map entries and the path of each node that a decision can
 // name.
-func protectTrie(entries []Protected) (map[jailProtKey]jailProt, map[uint32]string, error) {
+func protectTrie(entries []spec.Protected) (map[jailProtKey]jailProt, map[uint32]string, error) {
 	out := map[jailProtKey]jailProt{}
 	names := map[uint32]string{}
 	next := uint32(1)
-	sorted := append([]Protected(nil), entries...)
+	sorted := append([]spec.Protected(nil), entries...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
 	for _, e := range sorted {
 		if err := CheckProtected(e); err != nil {
@@ -148,7 +132,7 @@ func protectTrie(entries []Protected) (map[jailProtKey]jailProt, map[uint32]stri
 // gitTable is the kernel's table of git's names for the protected entries
 // that are git's, the classes it holds (the program's git_names), and the
 // rule name of each class.
-func gitTable(entries []Protected) (map[jailGitname]jailGitclass, uint32, map[uint32]string) {
+func gitTable(entries []spec.Protected) (map[jailGitname]jailGitclass, uint32, map[uint32]string) {
 	out := map[jailGitname]jailGitclass{}
 	var classes uint32
 	names := map[uint32]string{}
@@ -180,7 +164,7 @@ func gitTable(entries []Protected) (map[jailGitname]jailGitclass, uint32, map[ui
 // fillProtect writes the trie and git's names into the kernel's maps. A
 // failed write is an error: the caller does not start the agent (fail
 // closed).
-func fillProtect(trieMap, gitMap *ebpf.Map, entries []Protected) (map[uint32]string, error) {
+func fillProtect(trieMap, gitMap *ebpf.Map, entries []spec.Protected) (map[uint32]string, error) {
 	trie, names, err := protectTrie(entries)
 	if err != nil {
 		return nil, err

@@ -3,10 +3,29 @@ package jail
 import (
 	"strings"
 	"testing"
+
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
+// Every access a description can say has its own kernel bit: an access
+// added to spec without one would be silently granted nothing (or, worse,
+// share another's bit).
+func TestKernelFlags(t *testing.T) {
+	var seen RuleFlags
+	for bit := spec.Access(1); bit != 0 && bit <= spec.InGit; bit <<= 1 {
+		f := kernelFlags(bit)
+		if f == 0 || f&(f-1) != 0 || f&seen != 0 || f == ruleSeal {
+			t.Errorf("access %#x: kernel bits %#x (seen %#x)", bit, f, seen)
+		}
+		seen |= f
+	}
+	if kernelScope(spec.InGrants|spec.InProject) != patInGrants|patInProject {
+		t.Errorf("scopes: %#x", kernelScope(spec.InGrants|spec.InProject))
+	}
+}
+
 func TestProtectTrie(t *testing.T) {
-	entries := []Protected{
+	entries := []spec.Protected{
 		{Path: ".git/hooks", Git: true}, {Path: ".git", Git: true}, {Path: ".git/config", Git: true}, {Path: ".envrc"},
 		{Path: ".claude/settings.json"},
 	}
@@ -71,7 +90,7 @@ func TestProtectTrie(t *testing.T) {
 	}
 	// Without .git, no folder is a git directory: modules and worktrees
 	// are no one's names.
-	git, _, _ = gitTable([]Protected{{Path: ".gitmodules", Git: true}})
+	git, _, _ = gitTable([]spec.Protected{{Path: ".gitmodules", Git: true}})
 	if len(git) != 1 {
 		t.Errorf("only .gitmodules: %v", git)
 	}
@@ -79,36 +98,36 @@ func TestProtectTrie(t *testing.T) {
 
 func TestCheckProtected(t *testing.T) {
 	for _, bad := range []string{"", "/abs", "a/b/c/d", "a//b", "../x", "a/./b", strings.Repeat("x", 32)} {
-		if err := CheckProtected(Protected{Path: bad}); err == nil {
+		if err := CheckProtected(spec.Protected{Path: bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	for _, good := range []string{".git", ".git/hooks", "a/b/c", strings.Repeat("x", 31)} {
-		if err := CheckProtected(Protected{Path: good}); err != nil {
+		if err := CheckProtected(spec.Protected{Path: good}); err != nil {
 			t.Errorf("%q: %v", good, err)
 		}
 	}
 	for p := range gitEntries {
-		if err := CheckProtected(Protected{Path: p, Git: true}); err != nil {
+		if err := CheckProtected(spec.Protected{Path: p, Git: true}); err != nil {
 			t.Errorf("git's %q: %v", p, err)
 		}
 		if g := gitEntries[p]; len(g.Name) >= gitNameLen {
 			t.Errorf("git's %q: the kernel matches names shorter than %d bytes", p, gitNameLen)
 		}
 	}
-	if err := CheckProtected(Protected{Path: ".git/objects", Git: true}); err == nil || !strings.Contains(err.Error(), ".git/hooks") {
+	if err := CheckProtected(spec.Protected{Path: ".git/objects", Git: true}); err == nil || !strings.Contains(err.Error(), ".git/hooks") {
 		t.Errorf("an unknown git name: %v", err)
 	}
 }
 
 func TestCheckPattern(t *testing.T) {
 	for _, good := range []string{"*.pem", "id_*", ".env*", ".netrc"} {
-		if err := CheckPattern(good); err != nil {
+		if err := spec.CheckPattern(good); err != nil {
 			t.Errorf("%q: %v", good, err)
 		}
 	}
 	for _, bad := range []string{"*", "a*b", "*a*", "?x", "[ab]", "a/b*", "*" + strings.Repeat("x", 32)} {
-		if err := CheckPattern(bad); err == nil {
+		if err := spec.CheckPattern(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

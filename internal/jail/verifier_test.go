@@ -45,7 +45,7 @@ func TestVerifierCost(t *testing.T) {
 	for name, v := range map[string]any{
 		"jail_cgroup_id": uint64(4242),
 		"pat_count":      uint32(PatternMax),
-		"pat_scopes":     uint32(InGrants | InProject),
+		"pat_scopes":     uint32(patInGrants | patInProject),
 		"named_count":    uint32(NamedMax),
 		"git_names":      uint32(1<<(giFollowed+1) - 1),
 	} {

@@ -27,7 +27,7 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // ABI is the Landlock ABI version the running kernel offers; 0 when
@@ -61,7 +61,7 @@ const (
 // Devices are the device files every program expects to open for writing.
 var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"}
 
-// FromJail maps the cell's rule roots to Landlock rules. Deny roots are
+// FromCell maps the cell's rule roots to Landlock rules. Deny roots are
 // carved out of every grant that contains them. What Landlock cannot say
 // grants nothing: the shared scratch roots (the BPF LSM lets the agent use
 // only the files it created there), and /dev beyond listing it and the
@@ -70,14 +70,14 @@ var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // every device a group membership opens). Sockets allowed by path are
 // granted where the kernel restricts them (ABI 9); ttys are the agent's
 // terminals.
-func FromJail(rules []jail.Rule, ttys []string) ([]Rule, error) {
+func FromCell(rules []spec.Rule, ttys []string) ([]Rule, error) {
 	var deny []string
 	var rs, files []Rule
 	for _, r := range rules {
 		switch {
-		case r.Flags&jail.Deny != 0:
+		case r.Access&spec.Deny != 0:
 			deny = append(deny, r.Path)
-		case r.Flags&jail.Named != 0:
+		case r.Access&spec.Named != 0:
 			// Landlock grants by identity, not by name: the file as it
 			// is now, if it is (its siblings, a save's temporary file
 			// and lock, are refused; a file made later is not granted).
@@ -88,11 +88,11 @@ func FromJail(rules []jail.Rule, ttys []string) ([]Rule, error) {
 			if r.Path == "/dev" {
 				rs = append(rs, Rule{r.Path, List})
 			}
-		case r.Flags&jail.Write != 0:
+		case r.Access&spec.Write != 0:
 			rs = append(rs, Rule{r.Path, ReadWrite})
-		case r.Flags&jail.Read != 0:
+		case r.Access&spec.Read != 0:
 			rs = append(rs, Rule{r.Path, ReadOnly})
-		case r.Flags&jail.Socket != 0:
+		case r.Access&spec.Socket != 0:
 			files = append(files, Rule{r.Path, Socket})
 		}
 	}
@@ -361,14 +361,14 @@ func Costs(abi int) []string {
 	return c
 }
 
-// Describe says what FromJail makes of rule r on a kernel with Landlock
+// Describe says what FromCell makes of rule r on a kernel with Landlock
 // ABI abi, for agent-lock policy: the rights the rule gives, and a note
 // where they differ from the BPF-LSM engine's ("" for none).
-func Describe(r jail.Rule, abi int) (rights, note string) {
+func Describe(r spec.Rule, abi int) (rights, note string) {
 	switch {
-	case r.Flags&jail.Deny != 0:
+	case r.Access&spec.Deny != 0:
 		return "refused", ""
-	case r.Flags&jail.Named != 0:
+	case r.Access&spec.Named != 0:
 		if _, err := os.Stat(r.Path); err != nil {
 			return "not granted", "missing: Landlock grants a file as it is, so one made later is refused, as are its siblings"
 		}
@@ -378,19 +378,19 @@ func Describe(r jail.Rule, abi int) (rights, note string) {
 			return "list only", "and the devices below, by kind"
 		}
 		return "not granted", "devices are granted one by one, below"
-	case r.Flags&jail.Scratch != 0:
+	case r.Access&spec.Scratch != 0:
 		return "refused", "Landlock cannot say \"only the files it made\": the agent's private TMPDIR instead"
-	case r.Flags&jail.Write != 0 && r.Flags&jail.Protect != 0:
+	case r.Access&spec.Write != 0 && r.Access&spec.Protect != 0:
 		return "read-write, tripwire", "its protected entries (below) are put back as they were when changed"
-	case r.Flags&jail.Write != 0:
+	case r.Access&spec.Write != 0:
 		return "read-write", ""
-	case r.Flags&jail.Read != 0:
+	case r.Access&spec.Read != 0:
 		return "read-only", ""
-	case r.Flags&jail.Socket != 0:
+	case r.Access&spec.Socket != 0:
 		if abi < 9 {
 			return "connect", fmt.Sprintf("below Landlock ABI 9 (this kernel: %d) every pathname socket is open anyway", abi)
 		}
 		return "connect", ""
 	}
-	return fmt.Sprintf("flags %#x", uint32(r.Flags)), ""
+	return fmt.Sprintf("flags %#x", uint32(r.Access)), ""
 }

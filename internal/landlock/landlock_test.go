@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 func paths(rs []Rule) []string {
@@ -57,18 +57,18 @@ func TestCarve(t *testing.T) {
 	}
 }
 
-func TestFromJail(t *testing.T) {
+func TestFromCell(t *testing.T) {
 	dir := t.TempDir()
-	rules := []jail.Rule{
-		{Path: "/usr", Flags: jail.Read},
-		{Path: "/dev", Flags: jail.Read},
-		{Path: "/dev/pts", Flags: jail.Read}, // a mount under a system root
-		{Path: "/dev/shm", Flags: jail.Scratch},
-		{Path: "/tmp", Flags: jail.Scratch},
-		{Path: dir, Flags: jail.Read | jail.Write},
-		{Path: "/run/some.sock", Flags: jail.Socket},
+	rules := []spec.Rule{
+		{Path: "/usr", Access: spec.Read},
+		{Path: "/dev", Access: spec.Read},
+		{Path: "/dev/pts", Access: spec.Read}, // a mount under a system root
+		{Path: "/dev/shm", Access: spec.Scratch},
+		{Path: "/tmp", Access: spec.Scratch},
+		{Path: dir, Access: spec.Read | spec.Write},
+		{Path: "/run/some.sock", Access: spec.Socket},
 	}
-	got, err := FromJail(rules, []string{"/dev/pts/7"})
+	got, err := FromCell(rules, []string{"/dev/pts/7"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // File is a policy file: the command line's settings, written down. The
@@ -170,7 +170,7 @@ func Parse(path string, b []byte, home, base string) (*File, error) {
 			paths = append(paths, d)
 			continue
 		}
-		if err := jail.CheckPattern(d); err != nil {
+		if err := spec.CheckPattern(d); err != nil {
 			return nil, &FileError{Path: path, Line: f.valueLine("deny", d), Key: "deny", Msg: err.Error()}
 		}
 		f.DenyPatterns = append(f.DenyPatterns, d)

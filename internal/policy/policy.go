@@ -14,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // SystemRoots are read-only to the agent: what programs need to run.
@@ -53,7 +53,7 @@ var HomeSecrets = []string{
 // commands, hooks and MCP servers from the project; pre-commit and husky
 // run what their files say on commit. agent-lock's own policy file is here
 // too: an agent that could write it would widen its next cell.
-var Protected = []jail.Protected{
+var Protected = []spec.Protected{
 	{Path: ".git", Git: true},
 	{Path: ".git/hooks", Git: true},
 	{Path: ".git/config", Git: true},
@@ -86,7 +86,7 @@ const PolicyFile = ".agent-lock.toml"
 // that names no protected entry is an error that lists them, as is one
 // inside a protected entry (unprotecting part of .git/hooks is not a
 // thing: unprotect .git/hooks).
-func Unprotect(dir string, paths []string) ([]jail.Protected, error) {
+func Unprotect(dir string, paths []string) ([]spec.Protected, error) {
 	out := slices.Clone(Protected)
 	for _, p := range paths {
 		rel := p
@@ -99,7 +99,7 @@ func Unprotect(dir string, paths []string) ([]jail.Protected, error) {
 		}
 		rel = filepath.Clean(strings.TrimPrefix(rel, "./"))
 		n := len(out)
-		out = slices.DeleteFunc(out, func(e jail.Protected) bool { return under(e.Path, rel) })
+		out = slices.DeleteFunc(out, func(e spec.Protected) bool { return under(e.Path, rel) })
 		if len(out) < n {
 			continue
 		}
@@ -134,7 +134,7 @@ type Policy struct {
 	// read-write trees (--allow, --allow-write).
 	Allow, AllowWrite []string
 	// Files are files granted read-write by name, with their siblings
-	// (jail.Named), whether or not they exist yet: a profile's
+	// (spec.Named), whether or not they exist yet: a profile's
 	// (~/.claude.json). A file in AllowWrite is granted the same way.
 	Files []string
 	// Deny are trees refused even inside a grant (or DIR): the user's
@@ -144,7 +144,7 @@ type Policy struct {
 	Home string
 	// Protect are the protected entries of Dir (Protected, less
 	// --unprotect).
-	Protect []jail.Protected
+	Protect []spec.Protected
 	// Profiled are the grants a profile made, by path, with its name
 	// ("profile claude"); SecretPatterns do not apply below them.
 	Profiled map[string]string
@@ -177,13 +177,13 @@ func (p Policy) Writable(path string) bool {
 }
 
 // Patterns are the name patterns the kernel refuses, and where.
-func (p Policy) Patterns() []jail.Pattern {
-	var out []jail.Pattern
+func (p Policy) Patterns() []spec.Pattern {
+	var out []spec.Pattern
 	for _, g := range SecretPatterns {
-		out = append(out, jail.Pattern{Glob: g, Scope: jail.InGrants})
+		out = append(out, spec.Pattern{Glob: g, Scope: spec.InGrants})
 	}
 	for _, g := range p.DenyPatterns {
-		out = append(out, jail.Pattern{Glob: g, Scope: jail.InGrants | jail.InProject})
+		out = append(out, spec.Pattern{Glob: g, Scope: spec.InGrants | spec.InProject})
 	}
 	return out
 }
@@ -191,69 +191,69 @@ func (p Policy) Patterns() []jail.Pattern {
 // Rules returns the rule roots in registration order. Paths that do not exist
 // on this machine are left out; the resolved targets of symlinks are used, so
 // /bin on a merged-/usr system is /usr/bin.
-func (p Policy) Rules() []jail.Rule {
-	var rules []jail.Rule
-	seen := map[string]jail.RuleFlags{}
-	addRule := func(r jail.Rule) {
-		real, err := RealPath(r.Path, r.Flags&jail.Named != 0)
+func (p Policy) Rules() []spec.Rule {
+	var rules []spec.Rule
+	seen := map[string]spec.Access{}
+	addRule := func(r spec.Rule) {
+		real, err := RealPath(r.Path, r.Access&spec.Named != 0)
 		if err != nil {
 			return
 		}
 		// A writable root inside a git directory (--allow-write
 		// ~/repo/.git/modules/x): git's names below it are git's.
-		if r.Flags&jail.Write != 0 && inGitDir(real) {
-			r.Flags |= jail.InGit
+		if r.Access&spec.Write != 0 && inGitDir(real) {
+			r.Access |= spec.InGit
 		}
-		if seen[real]&r.Flags == r.Flags {
+		if seen[real]&r.Access == r.Access {
 			return
 		}
-		seen[real] |= r.Flags
+		seen[real] |= r.Access
 		r.Path = real
 		rules = append(rules, r)
 	}
-	add := func(path string, f jail.RuleFlags, name string) {
-		addRule(jail.Rule{Path: path, Flags: f, Name: name})
+	add := func(path string, f spec.Access, name string) {
+		addRule(spec.Rule{Path: path, Access: f, Name: name})
 	}
 	for _, r := range SystemRoots {
-		add(r, jail.Read, "system "+r)
+		add(r, spec.Read, "system "+r)
 	}
 	// A filesystem mounted below a system root (a separate /usr/local, a
 	// bind-mounted /etc/resolv.conf) has its own root dentry: the walk from
 	// a file in it ends there, so its root needs a rule of its own.
 	for _, m := range mountsUnder(SystemRoots) {
-		add(m, jail.Read, "system "+m)
+		add(m, spec.Read, "system "+m)
 	}
 	// Symlinks in /etc that lead elsewhere (/etc/resolv.conf into /run) are
 	// part of the system configuration programs read.
 	for _, t := range etcLinkTargets() {
-		add(t, jail.Read, "system "+t)
+		add(t, spec.Read, "system "+t)
 	}
 	for _, r := range ScratchRoots {
-		add(r, jail.Scratch, "scratch "+r)
+		add(r, spec.Scratch, "scratch "+r)
 	}
-	grant := func(g string, f jail.RuleFlags, flag string) {
+	grant := func(g string, f spec.Access, flag string) {
 		if n, ok := p.Profiled[g]; ok {
 			add(g, f, n)
 		} else {
-			add(g, f|jail.Grant, flag+" "+g)
+			add(g, f|spec.Grant, flag+" "+g)
 		}
 	}
 	for _, g := range p.Allow {
-		grant(g, jail.Read, "--allow")
+		grant(g, spec.Read, "--allow")
 	}
 	for _, g := range p.AllowWrite {
-		f := jail.Read | jail.Write
+		f := spec.Read | spec.Write
 		if fi, err := os.Stat(g); err == nil && fi.Mode().IsRegular() {
-			f |= jail.Named
+			f |= spec.Named
 		}
 		grant(g, f, "--allow-write")
 	}
 	for _, g := range p.Files {
-		grant(g, jail.Read|jail.Write|jail.Named, "--allow-write")
+		grant(g, spec.Read|spec.Write|spec.Named, "--allow-write")
 	}
-	dirFlags := jail.Read | jail.Write | jail.Project
+	dirFlags := spec.Read | spec.Write | spec.Project
 	if len(p.Protect) > 0 {
-		dirFlags |= jail.Protect
+		dirFlags |= spec.Protect
 	}
 	add(p.Dir, dirFlags, "project directory")
 	if w, ok := FindGitWorktree(p.Dir); ok {
@@ -262,15 +262,15 @@ func (p Policy) Rules() []jail.Rule {
 		}
 	}
 	if p.TmpDir != "" {
-		add(p.TmpDir, jail.Read|jail.Write, "private TMPDIR")
+		add(p.TmpDir, spec.Read|spec.Write, "private TMPDIR")
 	}
 	for _, s := range p.AllowUnix {
-		add(s, jail.Socket, "--allow-unix "+s)
+		add(s, spec.Socket, "--allow-unix "+s)
 	}
 	// Denials last, so a rule root that is also denied carries both flags;
 	// the kernel refuses anything under a denied root, whatever grants it.
 	for _, d := range p.Denied() {
-		add(d.Path, jail.Deny, d.Name)
+		add(d.Path, spec.Deny, d.Name)
 	}
 	return rules
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 func TestGrantsAndDenials(t *testing.T) {
@@ -22,19 +23,19 @@ func TestGrantsAndDenials(t *testing.T) {
 		Deny:       []string{filepath.Join(home, "ref")},
 		Home:       home,
 	}
-	flags := map[string]jail.RuleFlags{}
+	flags := map[string]spec.Access{}
 	for _, r := range p.Rules() {
-		flags[r.Path] |= r.Flags
+		flags[r.Path] |= r.Access
 	}
-	want := map[string]jail.RuleFlags{
-		home:                                 jail.Read | jail.Grant,
-		filepath.Join(home, "proj"):          jail.Read | jail.Write | jail.Project,
-		filepath.Join(home, "cache"):         jail.Read | jail.Write | jail.Grant,
-		filepath.Join(home, "ref"):           jail.Deny,
-		filepath.Join(home, ".ssh"):          jail.Deny, // ...but never its secrets
-		filepath.Join(home, ".aws"):          jail.Deny,
-		filepath.Join(home, ".config/gh"):    jail.Deny,
-		filepath.Join(home, ".bash_history"): jail.Deny,
+	want := map[string]spec.Access{
+		home:                                 spec.Read | spec.Grant,
+		filepath.Join(home, "proj"):          spec.Read | spec.Write | spec.Project,
+		filepath.Join(home, "cache"):         spec.Read | spec.Write | spec.Grant,
+		filepath.Join(home, "ref"):           spec.Deny,
+		filepath.Join(home, ".ssh"):          spec.Deny, // ...but never its secrets
+		filepath.Join(home, ".aws"):          spec.Deny,
+		filepath.Join(home, ".config/gh"):    spec.Deny,
+		filepath.Join(home, ".bash_history"): spec.Deny,
 	}
 	for path, f := range want {
 		if flags[path] != f {
@@ -60,7 +61,7 @@ func TestDenialsSpareTheProject(t *testing.T) {
 }
 
 func TestUnprotect(t *testing.T) {
-	has := func(ps []jail.Protected, path string) bool {
+	has := func(ps []spec.Protected, path string) bool {
 		for _, p := range ps {
 			if p.Path == path {
 				return true
@@ -109,16 +110,16 @@ func TestProfiledGrantsAndPatterns(t *testing.T) {
 	p := Policy{Dir: filepath.Join(home, "proj"), AllowWrite: []string{filepath.Join(home, ".npm")},
 		Profiled: map[string]string{filepath.Join(home, ".npm"): "profile node"}, DenyPatterns: []string{"*.secret"}}
 	for _, r := range p.Rules() {
-		if r.Path == filepath.Join(home, ".npm") && (r.Flags&jail.Grant != 0 || r.Name != "profile node") {
+		if r.Path == filepath.Join(home, ".npm") && (r.Access&spec.Grant != 0 || r.Name != "profile node") {
 			t.Errorf("profile grant: %+v", r)
 		}
 	}
 	pats := p.Patterns()
-	if len(pats) != len(SecretPatterns)+1 || pats[0].Scope != jail.InGrants || pats[len(pats)-1].Scope != jail.InGrants|jail.InProject {
+	if len(pats) != len(SecretPatterns)+1 || pats[0].Scope != spec.InGrants || pats[len(pats)-1].Scope != spec.InGrants|spec.InProject {
 		t.Errorf("patterns %+v", pats)
 	}
 	for _, g := range SecretPatterns {
-		if err := jail.CheckPattern(g); err != nil {
+		if err := spec.CheckPattern(g); err != nil {
 			t.Error(err)
 		}
 	}
@@ -140,15 +141,15 @@ func TestNamedFiles(t *testing.T) {
 		AllowWrite: []string{filepath.Join(real, "notes.md"), filepath.Join(real, "cache")},
 		Files:      []string{filepath.Join(home, "h/conf.json"), filepath.Join(home, "gone/x.json"), filepath.Join(real, "dangling.json")},
 	}
-	flags := map[string]jail.RuleFlags{}
+	flags := map[string]spec.Access{}
 	for _, r := range p.Rules() {
-		flags[r.Path] |= r.Flags
+		flags[r.Path] |= r.Access
 	}
-	named := jail.Read | jail.Write | jail.Grant | jail.Named
-	for path, want := range map[string]jail.RuleFlags{
+	named := spec.Read | spec.Write | spec.Grant | spec.Named
+	for path, want := range map[string]spec.Access{
 		filepath.Join(real, "notes.md"):      named,
 		filepath.Join(real, "conf.json"):     named,
-		filepath.Join(real, "cache"):         jail.Read | jail.Write | jail.Grant | jail.Project,
+		filepath.Join(real, "cache"):         spec.Read | spec.Write | spec.Grant | spec.Project,
 		filepath.Join(home, "gone/x.json"):   0,
 		filepath.Join(real, "dangling.json"): 0,
 		filepath.Join(real, "nowhere"):       0,

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // GitWorktree is a project directory that is a linked git worktree (git
@@ -21,7 +21,7 @@ type GitWorktree struct {
 
 // WorktreeProtected are the names in a linked worktree's git directory
 // that lead git elsewhere or configure it: the BPF LSM protects them as
-// git's names (jail.Protected.Git), the Landlock engine's tripwire keeps
+// git's names (spec.Protected.Git), the Landlock engine's tripwire keeps
 // them by these names.
 var WorktreeProtected = []string{"commondir", "gitdir", "config.worktree"}
 
@@ -90,15 +90,15 @@ func FindGitWorktree(dir string) (GitWorktree, bool) {
 // DIR's .git file on the other side of the link. Not marked Grant: the
 // secret-name patterns are for the user's trees, and a branch may be
 // called id_fix.
-func (w GitWorktree) rules() []jail.Rule {
-	out := []jail.Rule{
-		{Path: w.Common, Flags: jail.Read, Name: "git worktree's repository " + w.Common},
-		{Path: w.GitDir, Flags: jail.Read | jail.Write | jail.InGit, Name: "git worktree " + w.GitDir},
+func (w GitWorktree) rules() []spec.Rule {
+	out := []spec.Rule{
+		{Path: w.Common, Access: spec.Read, Name: "git worktree's repository " + w.Common},
+		{Path: w.GitDir, Access: spec.Read | spec.Write | spec.InGit, Name: "git worktree " + w.GitDir},
 	}
 	for _, d := range []string{"objects", "refs", "logs"} {
 		p := filepath.Join(w.Common, d)
 		if _, err := os.Stat(p); err == nil {
-			out = append(out, jail.Rule{Path: p, Flags: jail.Read | jail.Write | jail.InGit, Name: "git worktree's repository " + p})
+			out = append(out, spec.Rule{Path: p, Access: spec.Read | spec.Write | spec.InGit, Name: "git worktree's repository " + p})
 		}
 	}
 	return out

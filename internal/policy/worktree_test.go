@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 func TestGitWorktreeRules(t *testing.T) {
@@ -35,9 +35,9 @@ func TestGitWorktreeRules(t *testing.T) {
 		t.Fatalf("FindGitWorktree(%s) = %+v, %v", wt, w, ok)
 	}
 	rules := Policy{Dir: wt}.Rules()
-	find := func(path string) jail.Rule {
+	find := func(path string) spec.Rule {
 		t.Helper()
-		i := slices.IndexFunc(rules, func(r jail.Rule) bool { return r.Path == path })
+		i := slices.IndexFunc(rules, func(r spec.Rule) bool { return r.Path == path })
 		if i < 0 {
 			t.Fatalf("no rule for %s in %+v", path, rules)
 		}
@@ -45,25 +45,25 @@ func TestGitWorktreeRules(t *testing.T) {
 	}
 	// Writable, and in a git directory: git's names below it (commondir,
 	// gitdir, config.worktree) are protected as below a .git.
-	if r := find(w.GitDir); r.Flags != jail.Read|jail.Write|jail.InGit {
+	if r := find(w.GitDir); r.Access != spec.Read|spec.Write|spec.InGit {
 		t.Errorf("the worktree's git directory: %+v", r)
 	}
-	if r := find(w.Common); r.Flags != jail.Read {
+	if r := find(w.Common); r.Access != spec.Read {
 		t.Errorf("the common directory must be read-only (its config and hooks run outside the jail): %+v", r)
 	}
 	for _, d := range []string{"objects", "refs"} {
-		if r := find(filepath.Join(w.Common, d)); r.Flags != jail.Read|jail.Write|jail.InGit {
+		if r := find(filepath.Join(w.Common, d)); r.Access != spec.Read|spec.Write|spec.InGit {
 			t.Errorf("%s: %+v", d, r)
 		}
 	}
 	// DIR itself is no git directory; a grant inside one is.
-	if r := find(wt); r.Flags&jail.InGit != 0 {
+	if r := find(wt); r.Access&spec.InGit != 0 {
 		t.Errorf("DIR marked as in a git directory: %+v", r)
 	}
 	mod := filepath.Join(repo, ".git", "modules")
 	os.Mkdir(mod, 0o755)
 	rules = Policy{Dir: wt, AllowWrite: []string{mod}}.Rules()
-	if r := find(mod); r.Flags&jail.InGit == 0 {
+	if r := find(mod); r.Access&spec.InGit == 0 {
 		t.Errorf("a grant inside a .git: %+v", r)
 	}
 

@@ -27,7 +27,7 @@ type Profile struct {
 	// grants by identity).
 	Write, Read []string
 	// Files are home-relative files granted read-write by name, with
-	// their siblings (jail.Named): files the agent saves by writing a
+	// their siblings (cell.Named): files the agent saves by writing a
 	// temporary file next to them and renaming it over them, under a lock
 	// next to them, and makes on first use. Granted whether or not they
 	// exist, where their folder does.

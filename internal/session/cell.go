@@ -20,6 +20,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/netcell"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // cell is a cgroup with the programs loaded for it, and the stream of what
@@ -100,7 +101,7 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 		if err := refuseUnenforceable(p, bestEffort, warn); err != nil {
 			return nil, err
 		}
-		lr, err := landlock.FromJail(rules, ttyPaths)
+		lr, err := landlock.FromCell(rules, ttyPaths)
 		if err != nil {
 			return nil, err
 		}
@@ -206,10 +207,10 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 }
 
 // unprotected are rules without their protected entries.
-func unprotected(rules []jail.Rule) []jail.Rule {
-	out := make([]jail.Rule, len(rules))
+func unprotected(rules []spec.Rule) []spec.Rule {
+	out := make([]spec.Rule, len(rules))
 	for i, r := range rules {
-		r.Flags &^= jail.Protect
+		r.Access &^= spec.Protect
 		out[i] = r
 	}
 	return out

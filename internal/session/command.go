@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // outsideCommand says, before anything starts, that the command (or the
@@ -54,16 +54,16 @@ func outsideCommand(p policy.Policy, path string) error {
 
 // readable says whether the cell's rules let the agent read path, and
 // names the denial that refuses it, if one does.
-func readable(rules []jail.Rule, path string) (bool, string) {
+func readable(rules []spec.Rule, path string) (bool, string) {
 	best := -1
 	for i, r := range rules {
 		if path != r.Path && !strings.HasPrefix(path, strings.TrimSuffix(r.Path, "/")+"/") {
 			continue
 		}
-		if r.Flags&jail.Deny != 0 {
+		if r.Access&spec.Deny != 0 {
 			return false, r.Name
 		}
-		if r.Flags&(jail.Read|jail.Write) != 0 && (best < 0 || len(r.Path) > len(rules[best].Path)) {
+		if r.Access&(spec.Read|spec.Write) != 0 && (best < 0 || len(r.Path) > len(rules[best].Path)) {
 			best = i
 		}
 	}

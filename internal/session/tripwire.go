@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
-	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/spec"
 	"github.com/agent-lock/agent-lock/internal/tripwire"
 )
 
@@ -37,7 +37,7 @@ func TripwireEntries(p policy.Policy) []tripwire.Entry {
 		out = append(out, tripwire.Entry{Root: p.Dir, Path: e.Path, DirOnly: e.Git && e.Path == ".git", Rule: "protected " + e.Path})
 	}
 	for _, r := range p.Rules() {
-		if r.Flags&jail.InGit == 0 || r.Flags&jail.Write == 0 || !strings.HasPrefix(r.Name, "git worktree /") {
+		if r.Access&spec.InGit == 0 || r.Access&spec.Write == 0 || !strings.HasPrefix(r.Name, "git worktree /") {
 			continue
 		}
 		for _, name := range policy.WorktreeProtected {
