@@ -86,11 +86,8 @@ func run() int {
 		}
 		return 0
 	}
-	if err := testenv.Guard(*allow); err != nil {
-		fmt.Fprintln(os.Stderr, "adversary:", err)
-		return 2
-	}
-	u, err := testenv.LookupUser(*userName)
+	// setup finds the binary itself (the baseline-only run needs none).
+	u, _, err := testenv.Start(*allow, *userName, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "adversary:", err)
 		return 2

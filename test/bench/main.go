@@ -101,21 +101,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench: -run:", err)
 		return 2
 	}
-	if err := testenv.Guard(*allow); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 2
-	}
-	u, err := testenv.LookupUser(*userName)
+	u, bin, err := testenv.Start(*allow, *userName, *agentLock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 2
-	}
-	bin, err := filepath.Abs(*agentLock)
-	if err == nil {
-		_, err = os.Stat(bin)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: agent-lock binary: %v\n", err)
 		return 2
 	}
 	scratch, err := os.MkdirTemp("", "bench-reports-")

@@ -56,16 +56,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "nettest: -run:", err)
 		return 2
 	}
-	if err := testenv.Guard(*allow); err != nil {
-		fmt.Fprintln(os.Stderr, "nettest:", err)
-		return 2
-	}
-	u, err := testenv.LookupUser(*userName)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "nettest:", err)
-		return 2
-	}
-	abs, err := filepath.Abs(*agentLock)
+	u, abs, err := testenv.Start(*allow, *userName, *agentLock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nettest:", err)
 		return 2

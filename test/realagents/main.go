@@ -85,21 +85,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "realagents: -run:", err)
 		return 2
 	}
-	if err := testenv.Guard(*allow); err != nil {
-		fmt.Fprintln(os.Stderr, "realagents:", err)
-		return 2
-	}
-	u, err := testenv.LookupUser(*userName)
+	u, bin, err := testenv.Start(*allow, *userName, *agentLock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "realagents:", err)
-		return 2
-	}
-	bin, err := filepath.Abs(*agentLock)
-	if err == nil {
-		_, err = os.Stat(bin)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "realagents: agent-lock binary: %v (make build)\n", err)
 		return 2
 	}
 	// The repository: agent-lock is .build/agent-lock in it.

@@ -79,25 +79,17 @@ func run() int {
 		}
 		return 0
 	}
-	if err := testenv.Guard(*allow); err != nil {
-		fmt.Fprintln(os.Stderr, "realwork:", err)
-		return 2
+	bin := *agentLock
+	if *baselineOnly {
+		bin = "" // the baseline runs no agent-lock
 	}
-	u, err := testenv.LookupUser(*userName)
+	u, bin, err := testenv.Start(*allow, *userName, bin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "realwork:", err)
 		return 2
 	}
-	if !*baselineOnly {
-		abs, err := filepath.Abs(*agentLock)
-		if err == nil {
-			_, err = os.Stat(abs)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "realwork: agent-lock binary: %v (build it first, or pass -agent-lock)\n", err)
-			return 2
-		}
-		*agentLock = abs
+	if bin != "" {
+		*agentLock = bin
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

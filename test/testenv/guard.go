@@ -159,3 +159,25 @@ func (u *User) ReportsDir(dir string) error {
 	}
 	return os.Chown(dir, u.UID, u.GID)
 }
+
+// Start is every suite's first step: the guard, the test user, and the
+// agent-lock binary as an absolute path that exists (none when agentLock
+// is empty: a suite's baseline-only run needs none).
+func Start(allow bool, userName, agentLock string) (u *User, bin string, err error) {
+	if err := Guard(allow); err != nil {
+		return nil, "", err
+	}
+	if u, err = LookupUser(userName); err != nil {
+		return nil, "", err
+	}
+	if agentLock == "" {
+		return u, "", nil
+	}
+	if bin, err = filepath.Abs(agentLock); err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("agent-lock binary: %w (make build, or pass -agent-lock)", err)
+	}
+	return u, bin, nil
+}
