@@ -277,7 +277,7 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 	}
 	fmt.Fprintln(stdout, "\nprotected (the tripwire: a change is put back as it was, as soon as it is seen and again at the end, and reported; --unprotect PATH lifts one of the project's):")
 	root := ""
-	for _, e := range session.TripwireEntries(plan.Policy) {
+	for _, e := range session.TripwireEntries(plan.Policy, plan.Policy.Rules()) {
 		if e.Root != root {
 			root = e.Root
 			fmt.Fprintf(stdout, "  in %s:\n", tilde(root))

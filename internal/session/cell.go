@@ -79,7 +79,8 @@ func openCell(facts kernel.Facts, engine string, cfg jail.Config, p policy.Polic
 	var ruleset *os.File
 	var flags uint32
 	var abi int
-	rules := p.Rules()
+	// The caller resolved cfg.Rules from p, as the agent's user (run.open).
+	rules := cfg.Rules
 	switch engine {
 	case EngineBPF:
 		if !facts.BPFInLSM {
@@ -428,7 +429,8 @@ func SelfTest(ctx context.Context, facts kernel.Facts, engine string) error {
 	}
 	defer os.RemoveAll(dir)
 	// The network as a session without a profile gets it: nothing granted.
-	c, err := openCell(facts, engine, jail.Config{}, policy.Policy{Dir: dir}, netpolicy.Policy{}, nil, false, newWarner(nil))
+	p := policy.Policy{Dir: dir}
+	c, err := openCell(facts, engine, jail.Config{Rules: p.Rules()}, p, netpolicy.Policy{}, nil, false, newWarner(nil))
 	if err != nil {
 		return err
 	}

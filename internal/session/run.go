@@ -21,6 +21,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/recording"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // Run jails the agent and returns its exit status: the cell is opened and
@@ -88,13 +89,21 @@ func (r *run) open(ctx context.Context) error {
 		return fail(ExitFailed, err)
 	}
 	r.agent = agent
-	// A first run: the agent's own folders (~/.codex, ...) are made, as
-	// the user, so that the cell can grant them.
-	r.plan, err = makePlan(o, agent, &profile.Maker{
-		Dir:  func(p string) error { return asuser.MkdirAll(agent.ID(), p) },
-		File: func(p, content string) error { return asuser.CreateFile(agent.ID(), p, content) },
-	})
-	if err != nil {
+	// As the user: the plan resolves the user's paths (DIR, the grants,
+	// the command on PATH), which root must not follow for them. A first
+	// run: the agent's own folders (~/.codex, ...) are made, as the user,
+	// so that the cell can grant them.
+	if err := asuser.Do(agent.ID(), func() error {
+		var err error
+		r.plan, err = makePlan(o, agent, &profile.Maker{
+			Dir:  func(p string) error { return asuser.MkdirAll(agent.ID(), p) },
+			File: func(p, content string) error { return asuser.CreateFile(agent.ID(), p, content) },
+		})
+		return err
+	}); err != nil {
+		if e := (*Error)(nil); !errors.As(err, &e) {
+			err = fail(ExitFailed, err)
+		}
 		return err
 	}
 	for _, n := range r.plan.Notes {
@@ -124,6 +133,9 @@ func (r *run) open(ctx context.Context) error {
 	view, rcDir := shellSetup(agent, &r.pol, warn)
 	r.view = view
 	r.later(func() { os.RemoveAll(rcDir) })
+	if cfg.Rules, err = userRules(r.pol, agent.ID()); err != nil {
+		return fail(ExitFailed, fmt.Errorf("resolve the cell's paths as %s: %w", agent.Name, err))
+	}
 	c, err := openEngine(r.facts, o.Engine, cfg, r.pol, r.plan.Net, ttyNames, o.BestEffort, warn)
 	if err != nil {
 		return fail(ExitFailed, err)
@@ -139,7 +151,7 @@ func (r *run) open(ctx context.Context) error {
 	if c.ruleset != nil {
 		// Landlock grants DIR whole: the tripwire keeps the protected
 		// entries instead (tripwire.go).
-		if c.tw, err = armTripwire(r.pol, agent.ID(), c.cg.Path, warn); err != nil {
+		if c.tw, err = armTripwire(r.pol, cfg.Rules, agent.ID(), c.cg.Path, warn); err != nil {
 			if !o.BestEffort {
 				return fail(ExitFailed, err)
 			}
@@ -338,4 +350,13 @@ func (r *run) finish(status int) error {
 		Undone: undone, LeftChanged: left,
 	})
 	return nil
+}
+
+// userRules resolves p's paths as the user: root follows nothing of the
+// user's (DIR's .git file and the worktree it names, a grant's links), and
+// a path the user could not reach grants nothing.
+func userRules(p policy.Policy, id asuser.ID) ([]spec.Rule, error) {
+	var rules []spec.Rule
+	err := asuser.Do(id, func() error { rules = p.Rules(); return nil })
+	return rules, err
 }

@@ -31,12 +31,12 @@ import (
 // repositories below DIR's top are not among them: the BPF LSM finds those
 // at any depth, the tripwire only what it recorded before the start (a
 // stated limit of the Landlock engine).
-func TripwireEntries(p policy.Policy) []tripwire.Entry {
+func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 	var out []tripwire.Entry
 	for _, e := range p.Protect {
 		out = append(out, tripwire.Entry{Root: p.Dir, Path: e.Path, DirOnly: e.Git && e.Path == ".git", Rule: "protected " + e.Path})
 	}
-	for _, r := range p.Rules() {
+	for _, r := range rules {
 		if r.Access&spec.InGit == 0 || r.Access&spec.Write == 0 || !strings.HasPrefix(r.Name, "git worktree /") {
 			continue
 		}
@@ -83,9 +83,9 @@ const maxUndoPaths = 1000
 // armTripwire records the protected entries, as the agent's user, and
 // watches them. An entry it cannot record stops the session: the promise
 // would not be kept.
-func armTripwire(p policy.Policy, id asuser.ID, cg string, warn warner) (*tripwireRun, error) {
+func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, warn warner) (*tripwireRun, error) {
 	t := &tripwireRun{warn: warn}
-	entries := TripwireEntries(p)
+	entries := TripwireEntries(p, rules)
 	dotgit := filepath.Join(p.Dir, ".git")
 	if err := asuser.Do(id, func() error { _, err := os.Lstat(dotgit); return err }); errors.Is(err, fs.ErrNotExist) {
 		t.gitDir = dotgit
