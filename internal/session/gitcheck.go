@@ -1,10 +1,7 @@
 package session
 
 import (
-	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
@@ -24,10 +21,10 @@ const OpPlant = "plant"
 // the agent's user, and reports what it found. Under the BPF LSM, which
 // keeps the marks of what the jail made, only when the kernel saw the jail
 // make a git command file (made > 0): the walk then costs nothing in a
-// session that made none. Under Landlock, which keeps no marks, only the
-// repository the agent made at DIR's top, which the tripwire leaves to it
-// while it runs (tripwireRun.gitDir); git's files below DIR's top are a
-// stated limit of that engine.
+// session that made none. Under Landlock, which keeps no marks, in DIR,
+// what changed there since the start and the tripwire did not keep: the
+// repositories the agent made (the tripwire keeps the git files of those
+// that were there, at any depth).
 func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w report.Writer, warn warner) int {
 	if c.onlyOpen {
 		return 0
@@ -37,18 +34,11 @@ func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w repo
 	roots := append([]string{p.Dir}, p.AllowWrite...)
 	var dirs []string
 	switch {
-	case c.ruleset != nil && c.tw != nil && c.tw.gitDir != "":
-		// Under Landlock, which keeps no marks: the repository the agent
-		// made at DIR's top (it had none at the start) is the agent's
-		// whole, and only it.
-		gitDir := c.tw.gitDir
-		chk.Made = func(f *os.File) (bool, error) {
-			path, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-			if err != nil {
-				return false, err
-			}
-			return path == gitDir || strings.HasPrefix(path, gitDir+"/"), nil
-		}
+	case c.ruleset != nil && c.tw != nil:
+		// Under Landlock, which keeps no marks: git's files that changed
+		// since the start and that the tripwire did not keep, in
+		// repositories the agent made (tripwireRun.madeSince).
+		chk.Made = c.tw.madeSince
 		roots = []string{p.Dir}
 	case made == 0 || c.ruleset != nil:
 		return 0

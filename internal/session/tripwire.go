@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/policy"
@@ -24,13 +27,12 @@ import (
 // recorded before the agent starts, put back as soon as a change is seen,
 // and checked once more when nothing of the cell runs any more.
 
-// TripwireEntries are the entries the Landlock engine's tripwire keeps: those the BPF-LSM
-// engine protects in DIR (less --unprotect; a .git may be made as a
-// directory, as git init does, never as anything else), and git's links
-// in a linked worktree's git directory (InGit rule roots). Git's files in
-// repositories below DIR's top are not among them: the BPF LSM finds those
-// at any depth, the tripwire only what it recorded before the start (a
-// stated limit of the Landlock engine).
+// TripwireEntries are the entries the Landlock engine's tripwire keeps by
+// the policy: those the BPF-LSM engine protects in DIR (less --unprotect;
+// a .git may be made as a directory, as git init does, never as anything
+// else), and git's links in a linked worktree's git directory (InGit rule
+// roots). Git's files in the repositories below DIR's top are found when
+// the session starts (gitEntries).
 func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 	var out []tripwire.Entry
 	for _, e := range p.Protect {
@@ -54,10 +56,12 @@ func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 // it).
 type tripwireRun struct {
 	w *tripwire.Watcher
-	// gitDir is DIR's .git when it was missing at the start: a repository
-	// the agent makes there (git init) is its own, so git's files in it
-	// are not kept live, and checkGit looks at them when the cell is dead.
-	gitDir  string
+	// kept are the entries' paths; since is when the recording began.
+	// A git file in DIR that is none of them and changed since (a
+	// repository the agent made, git init at DIR's top included) is the
+	// agent's: checkGit judges it when the cell is dead (madeSince).
+	kept    []keptPath
+	since   time.Time
 	escapes atomic.Uint64
 	warn    warner
 
@@ -67,7 +71,120 @@ type tripwireRun struct {
 	byPath  map[string]*undo
 	order   []string
 	more    int             // changes to paths beyond maxUndoPaths
-	kept    map[string]bool // paths changed outside the cell, said once
+	outside map[string]bool // paths changed outside the cell, said once
+}
+
+// keptPath is an entry's path; a DirOnly entry keeps its name only.
+type keptPath struct {
+	path    string
+	dirOnly bool
+}
+
+// keeps says whether path is an entry the tripwire keeps, or lies in one.
+func (t *tripwireRun) keeps(path string) bool {
+	for _, k := range t.kept {
+		if path == k.path || (!k.dirOnly && strings.HasPrefix(path, k.path+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxGitRepos bounds the repositories below DIR whose git files the
+// tripwire keeps: each costs a few watches and its hooks' contents.
+const maxGitRepos = 64
+
+// gitEntries are the entries for git's files that the BPF LSM protects by
+// name at any depth and policy.Protected names at DIR's top only: those of
+// the repositories below DIR's top (a .git folder, or a .git file, which
+// names one), and the links of the linked worktrees and submodules in
+// every git directory found, DIR's own included. It runs as the user, and
+// returns how many repositories it left out past maxGitRepos.
+func gitEntries(dir string) (out []tripwire.Entry, more int) {
+	var repos int
+	add := func(path, rule string, dirOnly bool) {
+		out = append(out, tripwire.Entry{Root: dir, Path: path, DirOnly: dirOnly, Rule: "protected " + rule})
+	}
+	links := func(gitDir string) {
+		for _, sub := range []string{"worktrees", "modules"} {
+			root := filepath.Join(dir, gitDir, sub)
+			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || !d.IsDir() || p == root {
+					return nil
+				}
+				if _, err := os.Lstat(filepath.Join(p, "HEAD")); err != nil {
+					return nil
+				}
+				rel, _ := filepath.Rel(dir, p)
+				names := policy.WorktreeProtected
+				if sub == "modules" {
+					names = []string{"config", "config.worktree", "hooks"}
+				}
+				for _, n := range names {
+					add(rel+"/"+n, rel+"/"+n, false)
+				}
+				return fs.SkipDir
+			})
+		}
+	}
+	if st, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && st.IsDir() {
+		links(".git")
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != ".git" {
+			return nil
+		}
+		if p == filepath.Join(dir, ".git") {
+			// DIR's own: policy.Protected's names, and links above.
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if repos++; repos > maxGitRepos {
+			more++
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		top := filepath.Dir(rel)
+		if !d.IsDir() {
+			// A .git file (a submodule's checkout, a linked worktree)
+			// names the git directory: its content is kept.
+			add(rel, rel, false)
+			add(top+"/.gitmodules", top+"/.gitmodules", false)
+			return nil
+		}
+		add(rel, rel, true)
+		for _, n := range []string{"hooks", "config", "config.worktree", "commondir", "gitdir"} {
+			add(rel+"/"+n, rel+"/"+n, false)
+		}
+		add(top+"/.gitmodules", top+"/.gitmodules", false)
+		links(rel)
+		return fs.SkipDir
+	})
+	return out, more
+}
+
+// madeSince is checkGit's word under Landlock, which keeps no marks: a
+// file the tripwire does not keep (in a repository that was not there
+// when the session started, DIR's own made by git init included) that
+// changed since it started, by its ctime, which no one can set back.
+func (t *tripwireRun) madeSince(f *os.File) (bool, error) {
+	path, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return false, err
+	}
+	if t.keeps(path) {
+		return false, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return false, err
+	}
+	return !time.Unix(st.Ctim.Unix()).Before(t.since), nil
 }
 
 // undo is what became of one path.
@@ -84,14 +201,28 @@ const maxUndoPaths = 1000
 // watches them. An entry it cannot record stops the session: the promise
 // would not be kept.
 func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, warn warner) (*tripwireRun, error) {
-	t := &tripwireRun{warn: warn}
+	// A second of margin: a file system's clock is coarser than ours.
+	t := &tripwireRun{warn: warn, since: time.Now().Add(-time.Second)}
 	entries := TripwireEntries(p, rules)
 	dotgit := filepath.Join(p.Dir, ".git")
-	if err := asuser.Do(id, func() error { _, err := os.Lstat(dotgit); return err }); errors.Is(err, fs.ErrNotExist) {
-		t.gitDir = dotgit
+	var nested []tripwire.Entry
+	var more int
+	err := asuser.Do(id, func() error {
+		nested, more = gitEntries(p.Dir)
+		_, err := os.Lstat(dotgit)
+		return err
+	})
+	if errors.Is(err, fs.ErrNotExist) {
 		entries = slices.DeleteFunc(entries, func(e tripwire.Entry) bool {
 			return e.Root == p.Dir && strings.HasPrefix(e.Path, ".git/")
 		})
+	}
+	entries = append(entries, nested...)
+	if more > 0 {
+		warn("git's files in %d more repositories below %s are not kept (the tripwire keeps %d): the check at the session's end looks at what changed there", more, p.Dir, maxGitRepos)
+	}
+	for _, e := range entries {
+		t.kept = append(t.kept, keptPath{filepath.Join(e.Root, e.Path), e.DirOnly})
 	}
 	if len(entries) == 0 {
 		return t, nil
@@ -145,11 +276,11 @@ func (t *tripwireRun) write(rep report.Writer, c tripwire.Change) {
 	if c.Kept {
 		// Once a path: an editor outside rewrites its settings often.
 		t.mu.Lock()
-		seen := t.kept[c.Path]
-		if t.kept == nil {
-			t.kept = map[string]bool{}
+		seen := t.outside[c.Path]
+		if t.outside == nil {
+			t.outside = map[string]bool{}
 		}
-		t.kept[c.Path] = true
+		t.outside[c.Path] = true
 		t.mu.Unlock()
 		if !seen {
 			t.warn("%s changed by %s (pid %d), outside the cell: kept as yours", c.Path, orUnknown(c.Comm), c.PID)

@@ -52,17 +52,11 @@ var landlockLeaks = map[string]expectedLeak{
 // The protected family (protected.go) is no leak under Landlock: the
 // engine grants the project directory whole, but its tripwire puts each
 // protected entry back as it was and reports the change ("undone"), so
-// the techniques' effects are gone when the session ends.
-//
-// Git's files in repositories below DIR's top are not among the entries
-// the tripwire keeps, and the check at the session's end of the
-// repositories the agent made needs the BPF LSM's marks.
-func init() {
-	for _, name := range []string{"git-nested-fsmonitor", "git-nested-config", "git-hook-own-repo", "git-hooks-folder-moved"} {
-		landlockLeaks[name] = expectedLeak{0, "Landlock cannot protect git's files in the repositories below the project's top, nor tell which the agent made; the tripwire keeps DIR's own"}
-	}
-	landlockLeaks["git-worktree-commondir"] = expectedLeak{0, "the tripwire keeps DIR's own git files, not the links of its linked worktrees in .git/worktrees"}
-}
+// the techniques' effects are gone when the session ends. That includes
+// git's files in the repositories below DIR's top that were there at the
+// start and their worktrees' links; those of the repositories the agent
+// makes are judged when the session ends, as under the BPF LSM, and what
+// would run a command is moved aside ("plant").
 
 // landlockUnreported are stopped before anything the observers watch.
 var landlockUnreported = map[string]string{

@@ -1,0 +1,86 @@
+package session
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The Landlock engine's tripwire keeps git's files at any depth: those of
+// the repositories below DIR's top and the links of every git directory's
+// worktrees and submodules (the adversary's git-nested-config and
+// git-worktree-commondir run against them natively and in forky).
+func TestGitEntries(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{".git/worktrees/wt", ".git/modules/lib/m", "a/nest/.git/hooks", "a/nest/.git/worktrees/w2", "sub"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	for _, f := range []string{".git/worktrees/wt/HEAD", ".git/modules/lib/m/HEAD", "a/nest/.git/worktrees/w2/HEAD"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("ref: refs/heads/x\n"), 0o644)
+	}
+	os.WriteFile(filepath.Join(dir, "sub/.git"), []byte("gitdir: ../.git/modules/lib/m\n"), 0o644)
+
+	entries, more := gitEntries(dir)
+	var paths []string
+	dirOnly := map[string]bool{}
+	for _, e := range entries {
+		if e.Root != dir {
+			t.Errorf("entry %s: root %s, want DIR", e.Path, e.Root)
+		}
+		paths = append(paths, e.Path)
+		dirOnly[e.Path] = e.DirOnly
+	}
+	for _, want := range []string{
+		".git/worktrees/wt/commondir", ".git/worktrees/wt/gitdir", ".git/worktrees/wt/config.worktree",
+		".git/modules/lib/m/config", ".git/modules/lib/m/hooks",
+		"a/nest/.git", "a/nest/.git/hooks", "a/nest/.git/config", "a/nest/.git/commondir", "a/nest/.gitmodules",
+		"a/nest/.git/worktrees/w2/commondir",
+		"sub/.git", "sub/.gitmodules",
+	} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("%s is not kept; entries: %v", want, paths)
+		}
+	}
+	if !dirOnly["a/nest/.git"] || dirOnly["sub/.git"] {
+		t.Errorf("a .git folder keeps its name only, a .git file its content: %v", dirOnly)
+	}
+	if slices.Contains(paths, ".git/hooks") || more != 0 {
+		t.Errorf("DIR's own are policy.Protected's, and nothing was left out: %v (%d more)", paths, more)
+	}
+
+	// What the entries keep is not the agent's; what changed elsewhere
+	// since the start is.
+	tw := &tripwireRun{since: time.Now().Add(-time.Second)}
+	for _, e := range entries {
+		tw.kept = append(tw.kept, keptPath{filepath.Join(e.Root, e.Path), e.DirOnly})
+	}
+	made := func(p string) bool {
+		f, err := os.OpenFile(p, os.O_RDONLY|0o10000000, 0) // O_PATH
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		m, err := tw.madeSince(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	os.MkdirAll(filepath.Join(dir, "new/.git/hooks"), 0o755)
+	hook := filepath.Join(dir, "new/.git/hooks/pre-commit")
+	os.WriteFile(hook, []byte("#!/bin/sh\n"), 0o755)
+	kept := filepath.Join(dir, "a/nest/.git/hooks/x")
+	os.WriteFile(kept, []byte("#!/bin/sh\n"), 0o755)
+	if !made(hook) {
+		t.Errorf("a hook in a repository made since the start is not the agent's")
+	}
+	if made(kept) {
+		t.Errorf("a file in a kept entry is taken for the agent's")
+	}
+	tw.since = time.Now().Add(time.Hour)
+	if made(hook) {
+		t.Errorf("a file older than the start is taken for the agent's")
+	}
+}
