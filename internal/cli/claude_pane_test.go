@@ -57,12 +57,12 @@ func TestClaudeCodeInThePane(t *testing.T) {
 			// Claude Code's start and each turn take tens of seconds under
 			// emulation beside another guest.
 			const slow = 5 * time.Minute
-			tm.waitWithin("s:w", `JAILED`, slow)
+			tm.Await("s:w", `JAILED`, slow)
 			// Its prompt box, ready for input.
-			tm.waitWithin("s:w", `(?i)shortcuts|bypass permissions`, slow)
-			tm.tmux("send-keys", "-t", "s:w", "-l", "do the scripted step")
-			tm.tmux("send-keys", "-t", "s:w", "Enter")
-			s := tm.waitWithin("s:w", modelserver.FinalText, slow)
+			tm.Await("s:w", `(?i)shortcuts|bypass permissions`, slow)
+			tm.Do("send-keys", "-t", "s:w", "-l", "do the scripted step")
+			tm.Do("send-keys", "-t", "s:w", "Enter")
+			s := tm.Await("s:w", modelserver.FinalText, slow)
 			if b, err := os.ReadFile(filepath.Join(dir, "answer.txt")); err != nil || strings.TrimSpace(string(b)) != "pane-answer-42" {
 				t.Errorf("the model's Bash step did not run in the cell: %q %v\n%s", b, err, s)
 			}
@@ -70,9 +70,9 @@ func TestClaudeCodeInThePane(t *testing.T) {
 				t.Errorf("the typed request is not in the pane:\n%s", s)
 			}
 			// Ctrl-C twice is Claude Code's exit; the session ends with it.
-			tm.tmux("send-keys", "-t", "s:w", "C-c")
-			tm.tmux("send-keys", "-t", "s:w", "C-c")
-			tm.waitWithin("s:w", `session-exit=0`, slow)
+			tm.Do("send-keys", "-t", "s:w", "C-c")
+			tm.Do("send-keys", "-t", "s:w", "C-c")
+			tm.Await("s:w", `session-exit=0`, slow)
 		})
 	}
 }

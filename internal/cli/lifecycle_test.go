@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agent-lock/agent-lock/test/testenv"
+	"github.com/agent-lock/agent-lock/test/tmuxterm"
 )
 
 // The session's life as a shell user lives it, in a real terminal (tmux),
@@ -32,11 +33,8 @@ func lifecycleSetup(t *testing.T) (bin string, engs []string) {
 const sudoEnv = "TZ=UTC TERM=xterm-256color PATH=/usr/local/bin:/usr/bin:/bin SUDO_UID=4242 SUDO_GID=4242 SUDO_USER=jailtest"
 
 // newTerm starts a tmux server with one window running shell command cmd.
-func newTerm(t *testing.T, root, cmd string) *term {
-	tm := &term{t: t, socket: filepath.Join(root, "tmux.sock")}
-	tm.tmux("-f", "/dev/null", "new-session", "-d", "-s", "s", "-n", "w", "-x", "160", "-y", "45", "sh", "-c", cmd)
-	t.Cleanup(func() { exec.Command("tmux", "-S", tm.socket, "kill-server").Run() })
-	return tm
+func newTerm(t *testing.T, root, cmd string) *tmuxterm.T {
+	return tmuxterm.New(t, filepath.Join(root, "tmux.sock"), 160, 45, cmd)
 }
 
 // running lists the processes whose command line matches re.
@@ -60,7 +58,7 @@ func waitGone(t *testing.T, re string, within time.Duration) {
 
 // waitRunning polls until a process matches re; on failure it shows what
 // the terminal tm (if any) shows.
-func waitRunning(t *testing.T, re string, tm ...*term) {
+func waitRunning(t *testing.T, re string, tm ...*tmuxterm.T) {
 	t.Helper()
 	// Three minutes: a session's start under emulation, beside another
 	// guest, has taken more than one and a half.
@@ -68,7 +66,7 @@ func waitRunning(t *testing.T, re string, tm ...*term) {
 		if i > 900 {
 			screen := ""
 			if len(tm) > 0 {
-				screen = tm[0].screen("s:w")
+				screen = tm[0].Shows("s:w")
 			}
 			t.Fatalf("%s never started:\n%s", re, screen)
 		}
@@ -90,9 +88,9 @@ time.sleep(300)`
 			os.WriteFile(filepath.Join(dir, "agent.py"), []byte(script), 0o644)
 			tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --headless --engine %s --report /dev/null . -- python3 agent.py; echo session-exit=$?; sleep 600",
 				dir, sudoEnv, bin, engine))
-			tm.waitFor("s:w", `disposition True`)
-			tm.tmux("send-keys", "-t", "s:w", "C-c")
-			s := tm.waitFor("s:w", `session-exit=\d+`)
+			tm.Await("s:w", `disposition True`, waitBound)
+			tm.Do("send-keys", "-t", "s:w", "C-c")
+			s := tm.Await("s:w", `session-exit=\d+`, waitBound)
 			if !strings.Contains(s, "KeyboardInterrupt") || !strings.Contains(s, "session-exit=130") {
 				t.Errorf("^C did not interrupt the agent:\n%s", s)
 			}
@@ -111,10 +109,10 @@ func TestClosedTerminalEndsTheSession(t *testing.T) {
 			sleeper := fmt.Sprintf("sleep %d", 3100+i)
 			tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --engine %s . -- sh -c 'exec %s'",
 				dir, sudoEnv, bin, engine, sleeper))
-			tm.waitFor("s:w", `JAILED`)
+			tm.Await("s:w", `JAILED`, waitBound)
 			waitRunning(t, "^"+sleeper+"$", tm)
 			rec := newestRecording(t)
-			tm.tmux("kill-session", "-t", "s")
+			tm.Do("kill-session", "-t", "s")
 			// The issue's bound for a user at a real terminal; TCG is
 			// slower, so the check is generous but the same shape.
 			waitGone(t, "^"+sleeper+"$", 15*time.Second)
@@ -166,20 +164,20 @@ while :; do sleep 0.1; done`
 					break
 				}
 				if i > 450 {
-					t.Fatalf("the agent never got going:\n%s", tm.screen("s:w"))
+					t.Fatalf("the agent never got going:\n%s", tm.Shows("s:w"))
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
-			tm.waitFor("s:w", `escape attempts? blocked`)
+			tm.Await("s:w", `escape attempts? blocked`, waitBound)
 			rec := newestRecording(t)
 			before, err := testenv.ReadReport(rec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tm.tmux("send-keys", "-t", "s:w", "C-]")
-			tm.waitFor("s:w", `Escape attempts`)
-			tm.tmux("send-keys", "-t", "s:w", "q")
-			s := tm.waitFor("s:w", `session-exit=`)
+			tm.Do("send-keys", "-t", "s:w", "C-]")
+			tm.Await("s:w", `Escape attempts`, waitBound)
+			tm.Do("send-keys", "-t", "s:w", "q")
+			s := tm.Await("s:w", `session-exit=`, waitBound)
 			r, err := testenv.ReadReport(rec)
 			if err != nil {
 				t.Fatal(err)

@@ -29,14 +29,14 @@ func TestOneTerminal(t *testing.T) {
 			secret(t, "id_rsa")
 			tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s PS1='pane$ ' %s --engine %s . -- bash --norc; echo session-exit=$?; sleep 600",
 				dir, sudoEnv, bin, engine))
-			tm.tmux("set-option", "-g", "set-clipboard", "on")
-			tm.tmux("resize-window", "-t", "s:w", "-x", "100", "-y", "30")
-			tm.waitFor("s:w", `(?s)pane\$.*JAILED`)
+			tm.Do("set-option", "-g", "set-clipboard", "on")
+			tm.Do("resize-window", "-t", "s:w", "-x", "100", "-y", "30")
+			tm.Await("s:w", `(?s)pane\$.*JAILED`, waitBound)
 
 			typed := func(keys, want string) string {
 				t.Helper()
-				tm.tmux("send-keys", "-t", "s:w", keys, "Enter")
-				return tm.waitFor("s:w", want)
+				tm.Do("send-keys", "-t", "s:w", keys, "Enter")
+				return tm.Await("s:w", want, waitBound)
 			}
 			typed("echo $((6*7))", `(?m)^42\s*$`)
 			// A full-screen program in the alternate screen, and back.
@@ -44,58 +44,58 @@ func TestOneTerminal(t *testing.T) {
 			if strings.Contains(s, "pane$ less") {
 				t.Errorf("less did not take the pane's screen:\n%s", s)
 			}
-			tm.tmux("send-keys", "-t", "s:w", "q")
-			tm.waitFor("s:w", `pane\$ less /etc/services\s*\n\s*pane\$`)
+			tm.Do("send-keys", "-t", "s:w", "q")
+			tm.Await("s:w", `pane\$ less /etc/services\s*\n\s*pane\$`, waitBound)
 			// ^C interrupts the foreground job; ^Z stops it and fg resumes it.
-			tm.tmux("send-keys", "-t", "s:w", "sleep 30", "Enter")
+			tm.Do("send-keys", "-t", "s:w", "sleep 30", "Enter")
 			waitRunning(t, "^sleep 30$", tm)
-			tm.tmux("send-keys", "-t", "s:w", "C-c")
+			tm.Do("send-keys", "-t", "s:w", "C-c")
 			waitGone(t, "^sleep 30$", 30*time.Second)
 			typed("echo rc=$?", `rc=130`)
-			tm.tmux("send-keys", "-t", "s:w", "sleep 31", "Enter")
+			tm.Do("send-keys", "-t", "s:w", "sleep 31", "Enter")
 			waitRunning(t, "^sleep 31$", tm)
-			tm.tmux("send-keys", "-t", "s:w", "C-z")
-			tm.waitFor("s:w", `Stopped\s+sleep 31`)
+			tm.Do("send-keys", "-t", "s:w", "C-z")
+			tm.Await("s:w", `Stopped\s+sleep 31`, waitBound)
 			typed("fg", `(?m)^sleep 31\s*$`)
-			tm.tmux("send-keys", "-t", "s:w", "C-\\")
+			tm.Do("send-keys", "-t", "s:w", "C-\\")
 			waitGone(t, "^sleep 31$", 30*time.Second)
 
 			// The refused read, in the pane and in the live view.
 			typed("cat ~/.ssh/id_rsa", `latest: .*blocked read cat\[\d+\] ~/\.ssh/id_rsa 🔥`)
 			// The report may come before cat has said so.
-			tm.waitFor("s:w", `cat: /home/jailtest/\.ssh/id_rsa: Permission denied`)
+			tm.Await("s:w", `cat: /home/jailtest/\.ssh/id_rsa: Permission denied`, waitBound)
 
 			// The clipboard and the title stay in the pane; the clipboard
 			// write is reported.
 			typed(`printf '\033]52;c;%s\007\033]2;evil-title\007' $(printf LEAKED | base64); echo osc-done`, `title: evil-title`)
-			tm.waitFor("s:w", `latest: .*blocked clipboard bash\[\d+\] \(terminal clipboard\)`)
-			if out, err := exec.Command("tmux", "-S", tm.socket, "show-buffer").CombinedOutput(); err == nil || strings.Contains(string(out), "LEAKED") {
+			tm.Await("s:w", `latest: .*blocked clipboard bash\[\d+\] \(terminal clipboard\)`, waitBound)
+			if out, err := exec.Command("tmux", "-S", tm.Socket, "show-buffer").CombinedOutput(); err == nil || strings.Contains(string(out), "LEAKED") {
 				t.Errorf("the agent's OSC 52 reached the terminal's clipboard: %q", out)
 			}
-			if raw := tm.tmux("capture-pane", "-p", "-e", "-t", "s:w"); strings.Contains(raw, "\x1b]") {
+			if raw := tm.Do("capture-pane", "-p", "-e", "-t", "s:w"); strings.Contains(raw, "\x1b]") {
 				t.Errorf("the agent's sequences reached the terminal:\n%q", raw)
 			}
-			if title := tm.tmux("display-message", "-p", "-t", "s:w", "#{pane_title}"); strings.Contains(title, "evil") {
+			if title := tm.Do("display-message", "-p", "-t", "s:w", "#{pane_title}"); strings.Contains(title, "evil") {
 				t.Errorf("the agent set the terminal's title: %q", title)
 			}
 
 			// Resize: the agent's terminal follows, and the live view goes
 			// beside it on a wide terminal.
 			typed("echo s1=$(stty size)", `(?m)^s1=27 100\s*$`)
-			tm.tmux("resize-window", "-t", "s:w", "-x", "170", "-y", "45")
-			s = tm.waitFor("s:w", `Latest escapes`)
+			tm.Do("resize-window", "-t", "s:w", "-x", "170", "-y", "45")
+			s = tm.Await("s:w", `Latest escapes`, waitBound)
 			if !strings.Contains(s, "│") {
 				t.Errorf("at 170 columns the live view is not beside the pane:\n%s", s)
 			}
 			typed("echo s2=$(stty size)", `(?m)^s2=45 129\s`)
-			tm.tmux("resize-window", "-t", "s:w", "-x", "100", "-y", "30")
+			tm.Do("resize-window", "-t", "s:w", "-x", "100", "-y", "30")
 			typed("echo s3=$(stty size)", `(?m)^s3=27 100\s*$`)
 
 			// The dashboard and back, the agent running on.
-			tm.tmux("send-keys", "-t", "s:w", "C-]")
-			tm.waitFor("s:w", `Escape attempts · \d+ paths`)
-			tm.waitFor("s:w", `1 read +~/\.ssh/id_rsa`)
-			tm.tmux("send-keys", "-t", "s:w", "C-]")
+			tm.Do("send-keys", "-t", "s:w", "C-]")
+			tm.Await("s:w", `Escape attempts · \d+ paths`, waitBound)
+			tm.Await("s:w", `1 read +~/\.ssh/id_rsa`, waitBound)
+			tm.Do("send-keys", "-t", "s:w", "C-]")
 			typed("echo back", `(?m)^back\s*$`)
 
 			// The agent may not attach to its own session's socket (the
@@ -120,33 +120,33 @@ except OSError as e:
 			// engine states), the BPF LSM always.
 			connected := regexp.MustCompile(`(?m)^connected`).MatchString(s)
 			typed("echo still-mine", `(?m)^still-mine\s`)
-			tm.tmux("send-keys", "-t", "s:w", "C-]")
-			tm.waitFor("s:w", `Escape attempts`)
-			tm.tmux("send-keys", "-t", "s:w", "d")
-			s = tm.waitFor("s:w", `session-exit=0`)
+			tm.Do("send-keys", "-t", "s:w", "C-]")
+			tm.Await("s:w", `Escape attempts`, waitBound)
+			tm.Do("send-keys", "-t", "s:w", "d")
+			s = tm.Await("s:w", `session-exit=0`, waitBound)
 			if !strings.Contains(s, "detached") || !strings.Contains(s, "agent-lock attach "+id) {
 				t.Errorf("the detach does not say how to come back:\n%s", s)
 			}
 			if pids := running(`^bash --norc$`); len(pids) == 0 {
 				t.Fatal("the agent did not outlive the detach")
 			}
-			tm.tmux("new-window", "-t", "s", "-n", "a2", "sh", "-c",
+			tm.Do("new-window", "-t", "s", "-n", "a2", "sh", "-c",
 				fmt.Sprintf("setpriv --reuid=%d --regid=%d --init-groups env HOME=%s TERM=xterm-256color %s attach; echo attach-exit=$?; sleep 600", uid, uid, home, bin))
 			// The pane as it was: the agent's screen, the live view.
-			if s := tm.waitFor("s:a2", `(?m)^still-mine`); !strings.Contains(s, "JAILED") {
+			if s := tm.Await("s:a2", `(?m)^still-mine`, waitBound); !strings.Contains(s, "JAILED") {
 				t.Errorf("the attached terminal lacks the live view:\n%s", s)
 			}
-			tm.tmux("send-keys", "-t", "s:a2", "echo again-$((2+3))", "Enter")
-			tm.waitFor("s:a2", `(?m)^again-5\s`)
+			tm.Do("send-keys", "-t", "s:a2", "echo again-$((2+3))", "Enter")
+			tm.Await("s:a2", `(?m)^again-5\s`, waitBound)
 
 			// The agent exits: the pane says so and waits for a key, then
 			// the summary (q in the dashboard is TestLiveDashboardAndWatch's
 			// and TestSummaryAfterQIsTheRecordings').
-			tm.tmux("send-keys", "-t", "s:a2", "exit 3", "Enter")
-			tm.waitFor("s:a2", `the agent has exited \(exit 3\): press any`)
+			tm.Do("send-keys", "-t", "s:a2", "exit 3", "Enter")
+			tm.Await("s:a2", `the agent has exited \(exit 3\): press any`, waitBound)
 			waitGone(t, `^bash --norc$`, 30*time.Second)
-			tm.tmux("send-keys", "-t", "s:a2", "x")
-			s = tm.waitFor("s:a2", `attach-exit=\d+`)
+			tm.Do("send-keys", "-t", "s:a2", "x")
+			s = tm.Await("s:a2", `attach-exit=\d+`, waitBound)
 			for _, want := range []string{"agent-lock session: JAILED", "~/.ssh/id_rsa 🔥", "recording: " + rec, "attach-exit=3"} {
 				if !strings.Contains(s, want) {
 					t.Errorf("after the agent's exit the terminal lacks %q:\n%s", want, s)
@@ -187,7 +187,7 @@ func TestExitWithAgent(t *testing.T) {
 	root, dir := testenv.ProjectDir(t, uid)
 	tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --exit-with-agent --engine %s . -- sh -c 'echo agent-ran; exit 4'; echo session-exit=$?; sleep 600",
 		dir, sudoEnv, bin, engs[0]))
-	s := tm.waitFor("s:w", `session-exit=\d+`)
+	s := tm.Await("s:w", `session-exit=\d+`, waitBound)
 	for _, want := range []string{"session-exit=4", "agent-lock session: JAILED"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the terminal lacks %q:\n%s", want, s)
@@ -205,7 +205,7 @@ func TestHeadlessOnATerminal(t *testing.T) {
 			secret(t, "id_rsa")
 			tm := newTerm(t, root, fmt.Sprintf("cd %s && env %s %s --headless --engine %s . -- sh -c 'cat ~/.ssh/id_rsa 2>/dev/null; sleep 2; echo agent-output-end'; echo session-exit=$?; sleep 600",
 				dir, sudoEnv, bin, engine))
-			s := tm.waitFor("s:w", `session-exit=\d+`)
+			s := tm.Await("s:w", `session-exit=\d+`, waitBound)
 			before, after, ok := strings.Cut(s, "agent-output-end")
 			if !ok {
 				t.Fatalf("the agent's output is not on the terminal:\n%s", s)

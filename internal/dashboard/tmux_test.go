@@ -6,53 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/test/tmuxterm"
 )
-
-// tmuxTerm drives a real terminal: a private tmux server running one
-// command in a window of a given size.
-type tmuxTerm struct {
-	t      *testing.T
-	socket string
-}
-
-func (tm *tmuxTerm) run(args ...string) string {
-	tm.t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-S", tm.socket}, args...)...).CombinedOutput()
-	if err != nil {
-		tm.t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-func (tm *tmuxTerm) screen() string { return tm.run("capture-pane", "-p", "-t", "e2e") }
-
-// waitFor polls the screen until it holds want, and fails with the screen
-// if it never does. The bound is generous because it is not a performance
-// assertion: it only stops a broken dashboard from hanging the suite.
-func (tm *tmuxTerm) waitFor(want string) string {
-	tm.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s := tm.screen()
-		if strings.Contains(s, want) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			tm.t.Fatalf("the terminal never showed %q:\n%s", want, s)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (tm *tmuxTerm) keys(keys ...string) {
-	tm.t.Helper()
-	tm.run(append([]string{"send-keys", "-t", "e2e"}, keys...)...)
-}
 
 // TestReplayInTmux runs `agent-lock replay` in a real terminal and drives it
 // as a user would: cursor, detail, copy, resize, quit.
@@ -88,30 +49,39 @@ func TestReplayInTmux(t *testing.T) {
 	}
 	f.Close()
 
-	tm := &tmuxTerm{t: t, socket: filepath.Join(dir, "tmux.sock")}
 	shell := fmt.Sprintf("TZ=UTC %s replay --fast %s; echo replay-exit=$?; sleep 600", bin, rec)
-	tm.run("-f", "/dev/null", "new-session", "-d", "-s", "e2e", "-x", "120", "-y", "40", "sh", "-c", shell)
-	t.Cleanup(func() { exec.Command("tmux", "-S", tm.socket, "kill-server").Run() })
+	tm := tmuxterm.New(t, filepath.Join(dir, "tmux.sock"), 120, 40, shell)
+	const win = "s:w"
+	// The bound is generous because it is not a performance assertion:
+	// it only stops a broken dashboard from hanging the suite.
+	waitFor := func(want string) string {
+		t.Helper()
+		return tm.Await(win, regexp.QuoteMeta(want), 20*time.Second)
+	}
+	keys := func(k ...string) {
+		t.Helper()
+		tm.Type(win, k...)
+	}
 	// Let the application's OSC 52 fill a tmux buffer we can read back.
-	tm.run("set-option", "-g", "set-clipboard", "on")
+	tm.Do("set-option", "-g", "set-clipboard", "on")
 
-	s := tm.waitFor("Escape attempts · 15 paths")
+	s := waitFor("Escape attempts · 15 paths")
 	for _, want := range []string{"JAILED", "32 escape attempts blocked", "🔥     13 read     /home/alice/.ssh/id_ed25519", " │ "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("first screen lacks %q:\n%s", want, s)
 		}
 	}
 
-	tm.keys("j", "Enter")
-	tm.waitFor("Detail · /home/alice/.aws/credentials")
-	tm.keys("Escape")
-	tm.waitFor("Escape attempts · 15 paths")
+	keys("j", "Enter")
+	waitFor("Detail · /home/alice/.aws/credentials")
+	keys("Escape")
+	waitFor("Escape attempts · 15 paths")
 
-	tm.keys("c")
-	tm.waitFor("agent-lock session: JAILED (enforce) in /home/alice/proj")
+	keys("c")
+	waitFor("agent-lock session: JAILED (enforce) in /home/alice/proj")
 	buf := ""
 	for range 100 {
-		if out, err := exec.Command("tmux", "-S", tm.socket, "show-buffer").Output(); err == nil {
+		if out, err := exec.Command("tmux", "-S", tm.Socket, "show-buffer").Output(); err == nil {
 			buf = string(out)
 			break
 		}
@@ -120,12 +90,12 @@ func TestReplayInTmux(t *testing.T) {
 	if !strings.Contains(buf, "verdict: 32 escape attempts blocked") {
 		t.Errorf("OSC 52 did not reach the terminal's clipboard; tmux buffer: %q", buf)
 	}
-	tm.keys("x") // any key closes the summary
-	tm.waitFor("Escape attempts · 15 paths")
+	keys("x") // any key closes the summary
+	waitFor("Escape attempts · 15 paths")
 
-	tm.run("resize-window", "-t", "e2e", "-x", "80", "-y", "24")
+	tm.Do("resize-window", "-t", win, "-x", "80", "-y", "24")
 	// Stacked, the live panel's title starts a line.
-	s = tm.waitFor("\nLive\n")
+	s = waitFor("\nLive\n")
 	if strings.Contains(s, " │ ") {
 		t.Errorf("at 80 columns the panels are still side by side:\n%s", s)
 	}
@@ -135,12 +105,12 @@ func TestReplayInTmux(t *testing.T) {
 		}
 	}
 
-	tm.keys("q")
-	s = tm.waitFor("replay-exit=0")
+	keys("q")
+	s = waitFor("replay-exit=0")
 	if !strings.Contains(s, "verdict: 32 escape attempts blocked") {
 		t.Errorf("the summary was not printed at the end:\n%s", s)
 	}
-	if alt := strings.TrimSpace(tm.run("display-message", "-p", "-t", "e2e", "#{alternate_on}")); alt != "0" {
+	if alt := strings.TrimSpace(tm.Do("display-message", "-p", "-t", win, "#{alternate_on}")); alt != "0" {
 		t.Errorf("the terminal was left in the alternate screen (alternate_on=%s)", alt)
 	}
 	if strings.Contains(s, "Escape attempts ·") {

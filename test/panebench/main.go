@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agent-lock/agent-lock/test/tmuxterm"
 )
 
 const (
@@ -96,7 +98,7 @@ func run(bin, engine string, mb, keys, rounds int) error {
 
 	var cat, echo [2][]time.Duration
 	for i, t := range []*term{plain, pane} {
-		if _, err := t.waitFor(`ready\$`, 90*time.Second); err != nil {
+		if _, err := t.WaitFor("s:w", `ready\$`, 90*time.Second); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 		for r := range rounds {
@@ -152,20 +154,21 @@ func writeText(path string, size int) error {
 // in agent-lock's pane, and a control client on it: keys go in through the
 // control client and the window's output comes back as it happens.
 type term struct {
-	name, socket string
-	ctl          *exec.Cmd
-	in           io.WriteCloser
-	out          chan string
+	*tmuxterm.Term
+	name string
+	ctl  *exec.Cmd
+	in   io.WriteCloser
+	out  chan string
 }
 
 func newTerm(root, name, shell string) (*term, error) {
-	t := &term{name: name, socket: filepath.Join(root, name+".sock"), out: make(chan string, 4096)}
-	if out, err := exec.Command("tmux", "-S", t.socket, "-f", "/dev/null", "new-session", "-d", "-s", "s", "-n", "w",
-		"-x", "120", "-y", "40", "sh", "-c", shell+"; sleep 600").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("tmux: %v: %s", err, out)
+	tt, err := tmuxterm.Start(filepath.Join(root, name+".sock"), 120, 40, shell+"; sleep 600")
+	if err != nil {
+		return nil, err
 	}
-	exec.Command("tmux", "-S", t.socket, "set-option", "-g", "window-size", "manual").Run()
-	t.ctl = exec.Command("tmux", "-S", t.socket, "-C", "attach", "-t", "s")
+	t := &term{Term: tt, name: name, out: make(chan string, 4096)}
+	t.Run("set-option", "-g", "window-size", "manual")
+	t.ctl = exec.Command("tmux", "-S", t.Socket, "-C", "attach", "-t", "s")
 	t.in, _ = t.ctl.StdinPipe()
 	stdout, _ := t.ctl.StdoutPipe()
 	if err := t.ctl.Start(); err != nil {
@@ -191,30 +194,9 @@ func (t *term) close() {
 	if t.in != nil {
 		t.in.Close()
 	}
-	exec.Command("tmux", "-S", t.socket, "kill-server").Run()
+	t.Kill()
 	if t.ctl != nil && t.ctl.Process != nil {
 		t.ctl.Wait()
-	}
-}
-
-func (t *term) tmux(args ...string) (string, error) {
-	out, err := exec.Command("tmux", append([]string{"-S", t.socket}, args...)...).CombinedOutput()
-	return string(out), err
-}
-
-// waitFor polls the window's screen until it matches re.
-func (t *term) waitFor(re string, within time.Duration) (string, error) {
-	r := regexp.MustCompile(re)
-	deadline := time.Now().Add(within)
-	for {
-		s, err := t.tmux("capture-pane", "-p", "-J", "-t", "s:w")
-		if err == nil && r.MatchString(s) {
-			return s, nil
-		}
-		if time.Now().After(deadline) {
-			return s, fmt.Errorf("the window never showed %q:\n%s", re, s)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -222,10 +204,10 @@ func (t *term) waitFor(re string, within time.Duration) (string, error) {
 func (t *term) catTime(big string, round int) (time.Duration, error) {
 	tag := fmt.Sprintf("took%d", round)
 	cmd := fmt.Sprintf(`s=$(date +%%s%%N); cat %s; e=$(date +%%s%%N); clear; echo %s=$(( (e-s)/1000 ))us`, big, tag)
-	if _, err := t.tmux("send-keys", "-t", "s:w", cmd, "Enter"); err != nil {
+	if _, err := t.Run("send-keys", "-t", "s:w", cmd, "Enter"); err != nil {
 		return 0, err
 	}
-	s, err := t.waitFor(tag+`=\d+us`, 10*time.Minute)
+	s, err := t.WaitFor("s:w", tag+`=\d+us`, 10*time.Minute)
 	if err != nil {
 		return 0, err
 	}
@@ -237,7 +219,7 @@ func (t *term) catTime(big string, round int) (time.Duration, error) {
 // echoTimes types n keys into `cat >/dev/null` (the terminal echoes them)
 // and times each from its sending to the window's first output.
 func (t *term) echoTimes(n int) ([]time.Duration, error) {
-	if _, err := t.tmux("send-keys", "-t", "s:w", "clear; cat >/dev/null", "Enter"); err != nil {
+	if _, err := t.Run("send-keys", "-t", "s:w", "clear; cat >/dev/null", "Enter"); err != nil {
 		return nil, err
 	}
 	time.Sleep(time.Second)
@@ -267,7 +249,7 @@ func (t *term) echoTimes(n int) ([]time.Duration, error) {
 		time.Sleep(30 * time.Millisecond)
 		t.drain()
 	}
-	t.tmux("send-keys", "-t", "s:w", "C-d")
+	t.Run("send-keys", "-t", "s:w", "C-d")
 	return times, nil
 }
 
