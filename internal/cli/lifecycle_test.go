@@ -21,9 +21,7 @@ import (
 // the Landlock engine (make native).
 
 func lifecycleSetup(t *testing.T) (bin string, engs []string) {
-	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	bin = testenv.AgentLockBin(t)
 	return bin, testenv.Engines(t, bin)
 }

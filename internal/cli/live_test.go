@@ -31,9 +31,7 @@ const waitBound = 90 * time.Second
 // agent cannot read the recording, another user cannot watch, q ends the
 // session and gives the terminal back.
 func TestLiveDashboardAndWatch(t *testing.T) {
-	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest)")
-	}
+	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	root, dir := testenv.ProjectDir(t, uid)
 	// The key the agent reaches for, and a marker it must not see.

@@ -14,9 +14,7 @@ import (
 // runner) reaches the agent under neither engine, and agent-lock says so.
 // Runs in the test VMs only.
 func TestCleanStartEngines(t *testing.T) {
-	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest)")
-	}
+	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	root, dir := testenv.ProjectDir(t, 4242)
 	secret := filepath.Join(root, "secret")

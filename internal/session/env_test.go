@@ -15,9 +15,7 @@ import (
 // not reach the agent, its own API key does, --env passes one on purpose,
 // and the report names what was withheld. Runs in the test VMs only.
 func TestSecretsStayOutOfTheEnvironment(t *testing.T) {
-	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest)")
-	}
+	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	_, dir := testenv.ProjectDir(t, 4242)
 	// An "agent" named claude that prints its environment.

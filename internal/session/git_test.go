@@ -37,9 +37,7 @@ true`
 // among its stated limits). Runs in the test VMs with both engines, and
 // natively with the Landlock engine.
 func TestGitInit(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the test machines have git")
 	}

@@ -15,9 +15,7 @@ import (
 // reaches the home's secrets nor agent-lock's recordings, which are refused
 // and reported even under a grant of the whole home. Runs in the test VMs.
 func TestGrantsAndDenials(t *testing.T) {
-	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest)")
-	}
+	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	const home = "/home/jailtest"
 	mk := func(rel, content string) {
@@ -155,9 +153,7 @@ try read-user-pattern cat x.secret`,
 // entry; each refusal is reported with the rule that made it. Runs in the
 // test VMs.
 func TestProtectedFiles(t *testing.T) {
-	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest)")
-	}
+	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	_, dir := testenv.ProjectDir(t, 4242)
 	git := "GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@x git -c safe.directory='*'"

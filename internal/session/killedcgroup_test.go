@@ -14,9 +14,7 @@ import (
 // cgroup.kill was written before (kernels from 6.14 killed every process it
 // started into the cell then). Runs in the test VMs only.
 func TestStartFromKilledCgroup(t *testing.T) {
-	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest)")
-	}
+	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	_, dir := testenv.ProjectDir(t, 4242)
 	cg := filepath.Join("/sys/fs/cgroup", "agent-lock-test-killed")

@@ -22,9 +22,7 @@ import (
 // observers, with the engine and its ABI in the start record. Runs in the
 // test VMs and natively (make native), on any kernel with Landlock.
 func TestLandlockEngine(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	abi := landlock.ABI()
 	if abi == 0 {
 		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
@@ -123,9 +121,7 @@ func TestLandlockEngine(t *testing.T) {
 // a removed editor setting is back. The agent's own work in the same
 // repository (a commit) stays.
 func TestLandlockTripwire(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	if landlock.ABI() == 0 {
 		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
 	}
@@ -228,9 +224,7 @@ func TestLandlockTripwire(t *testing.T) {
 // is granted with --allow-unix. The same ssh-agent answers unjailed, so
 // the test is real.
 func TestLandlockWithholdsSockets(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	abi := landlock.ABI()
 	if abi >= 9 {
 		t.Skipf("Landlock ABI %d refuses connecting to sockets by path: the variables pass", abi)
@@ -286,9 +280,7 @@ func TestLandlockWithholdsSockets(t *testing.T) {
 // name, in a devpts instance of the cell's own; another terminal of the
 // user stays out of reach, by name and by number.
 func TestLandlockTerminals(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	if landlock.ABI() == 0 {
 		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
 	}

@@ -26,9 +26,7 @@ func setAudit(t *testing.T, on bool) {
 // the report's limits say why. Landlock writes such records from ABI 7
 // (Linux 6.15): natively here (6.18) and on forky.
 func TestLandlockAuditRecords(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	if abi := landlock.ABI(); abi < 7 {
 		t.Skipf("Landlock ABI %d: it writes audit records from ABI 7 (Linux 6.15)", abi)
 	}

@@ -21,9 +21,7 @@ import (
 // the next agent-lock run must kill it, remove its TMPDIR and say so. Runs
 // in the test VMs, and natively for the Landlock engine (make native).
 func TestCellOutlivesItsSupervisors(t *testing.T) {
-	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	const uid = 4242 // the VM's jailtest user
 	for _, engine := range testenv.Engines(t, bin) {

@@ -35,9 +35,7 @@ const home = "/home/jailtest"
 // agent-lock and a project directory of the test user's.
 func profileRun(t *testing.T) (bin, dir string) {
 	t.Helper()
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	_, dir = testenv.ProjectDir(t, 4242)
 	return testenv.AgentLockBin(t), dir
 }
@@ -191,9 +189,7 @@ mkdir -p ~/.codex/sessions && echo '{}' > ~/.codex/auth.json && echo s >> ~/.cod
 // agent-lock picks the claude profile, Claude Code prints its version and
 // its help, and nothing it did was refused. It needs no login for either.
 func TestRealClaudeCode(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	pkg, err := filepath.Abs("../../.build/agents/claude-code/node_modules/@anthropic-ai/claude-code")
 	if err != nil {
 		t.Fatal(err)

@@ -50,9 +50,7 @@ true`
 // documented limit). Runs in the test VMs with both engines, and natively
 // with the Landlock engine.
 func TestGitWorktree(t *testing.T) {
-	if (os.Getenv("AGENT_LOCK_VM") != "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1") || os.Geteuid() != 0 {
-		t.Skip("runs in the test VMs (make vmtest) and natively as root (make native)")
-	}
+	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	const home = "/home/jailtest"
 	base := filepath.Join(home, "wt-test")

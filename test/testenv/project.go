@@ -84,3 +84,13 @@ func NewestRecording(t testing.TB, dir string) string {
 	}
 	return newest
 }
+
+// NeedVM skips t unless it runs as root where the suites may write the
+// test user's home: in the test VMs (make vmtest) or natively under make
+// native, which sets AGENT_LOCK_VM too.
+func NeedVM(t testing.TB) {
+	t.Helper()
+	if os.Getenv("AGENT_LOCK_VM") != "1" || os.Geteuid() != 0 {
+		t.Skip("runs as root in the test VMs (make vmtest) and natively (make native)")
+	}
+}
