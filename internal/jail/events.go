@@ -15,6 +15,8 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/kernel"
 )
 
 // Event is one decision as the kernel reported it.
@@ -357,26 +359,7 @@ func parseMountinfo(line string) (uint32, mountEntry, bool) {
 	if err1 != nil || err2 != nil {
 		return 0, mountEntry{}, false
 	}
-	return uint32(ma<<20 | mi), mountEntry{root: unescapeMount(f[3]), point: unescapeMount(f[4])}, true
-}
-
-// unescapeMount undoes the octal escapes (\040 for space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return uint32(ma<<20 | mi), mountEntry{root: kernel.UnescapeMount(f[3]), point: kernel.UnescapeMount(f[4])}, true
 }
 
 // Name maps rel, a path from the root of superblock dev, to a path through

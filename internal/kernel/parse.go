@@ -41,14 +41,14 @@ func parseMountinfo(data []byte) ([]mount, error) {
 		if len(fields) < 7 || sep < 0 || sep+1 >= len(fields) {
 			return nil, fmt.Errorf("mountinfo line %d: malformed: %q", n, line)
 		}
-		mounts = append(mounts, mount{point: unescapeOctal(fields[4]), fstype: fields[sep+1]})
+		mounts = append(mounts, mount{point: UnescapeMount(fields[4]), fstype: fields[sep+1]})
 	}
 	return mounts, sc.Err()
 }
 
-// unescapeOctal undoes the kernel's escaping of space, tab, newline and
-// backslash in mount points (\040, \011, \012, \134).
-func unescapeOctal(s string) string {
+// UnescapeMount undoes the kernel's escaping of space, tab, newline and
+// backslash in mountinfo's paths (\040, \011, \012, \134).
+func UnescapeMount(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -75,8 +75,8 @@ func TestUnescapeOctal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			if got := unescapeOctal(tt.in); got != tt.want {
-				t.Errorf("unescapeOctal(%q) = %q, want %q", tt.in, got, tt.want)
+			if got := UnescapeMount(tt.in); got != tt.want {
+				t.Errorf("UnescapeMount(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
