@@ -57,7 +57,8 @@ Flags:
                      written over its screen, one summary after it exits
                      (watch it with agent-lock watch)
   --pane-key KEY     the key that flips between the agent's pane and the
-                     dashboard (default ctrl+]; e.g. ctrl+^, alt+a, f12)
+                     dashboard (default ctrl+], or your policy file's
+                     pane-key; e.g. ctrl+^, alt+a, f12)
   --exit-with-agent  end when the agent exits, without waiting for a key
   --report FILE      where reports go (default: standard error with --headless
                      or off a terminal; the dashboard and the recording always)
@@ -256,7 +257,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.reportPath, "report", "", "")
 	fs.StringVar(&o.format, "format", "", "")
 	fs.StringVar(&o.engine, "engine", "", "")
-	fs.StringVar(&o.paneKey, "pane-key", dashboard.DefaultFlipKey, "")
+	fs.StringVar(&o.paneKey, "pane-key", "", "") // else the user's policy file's, else the default
 	fs.BoolVar(&o.exitWithAgent, "exit-with-agent", false, "")
 	fs.Var(listFlag{&o.allowUnix}, "allow-unix", "")
 	fs.Var(listFlag{&o.passEnv}, "env", "")
@@ -319,8 +320,10 @@ func parse(args []string) (options, error) {
 	default:
 		return o, fmt.Errorf("--engine %q: use auto, bpf-lsm or landlock", o.engine)
 	}
-	if err := dashboard.CheckFlipKey(o.paneKey); err != nil {
-		return o, fmt.Errorf("--pane-key: %w", err)
+	if o.paneKey != "" {
+		if err := dashboard.CheckFlipKey(o.paneKey); err != nil {
+			return o, fmt.Errorf("--pane-key: %w", err)
+		}
 	}
 	mode, err := netpolicy.ParseMode(o.net)
 	if err != nil {

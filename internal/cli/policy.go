@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
@@ -80,6 +81,20 @@ func applyPolicyFiles(o *options, id asuser.ID, home, dir string) ([]string, err
 		if o.netFrom == "" && f.Net != "" {
 			o.net, o.netFrom = f.Net, f.Path
 		}
+	}
+	// The pane's key is the user's: a project's file does not choose
+	// which key the user's terminal gives up.
+	if projFile != nil && projFile.PaneKey != "" {
+		return nil, fmt.Errorf("%s:%d: pane-key: the key that flips the pane is yours to choose: set it in %s", projFile.Path, projFile.KeyLine("pane-key"), filepath.Join(home, policy.HomeFile))
+	}
+	if o.paneKey == "" && homeFile != nil && homeFile.PaneKey != "" {
+		if err := dashboard.CheckFlipKey(homeFile.PaneKey); err != nil {
+			return nil, fmt.Errorf("%s:%d: pane-key: %w", homeFile.Path, homeFile.KeyLine("pane-key"), err)
+		}
+		o.paneKey = homeFile.PaneKey
+	}
+	if o.paneKey == "" {
+		o.paneKey = dashboard.DefaultFlipKey
 	}
 	if m, _ := netpolicy.ParseMode(o.net); m != netpolicy.Grants && len(o.netRules) > 0 {
 		r := o.netRules[0]

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
@@ -217,5 +218,40 @@ func TestPolicyPrintsTheNetwork(t *testing.T) {
 		if slices.Contains(tc.args, "off") && strings.Contains(out.String(), "api.anthropic.com") {
 			t.Errorf("--net off still lists the profile's hosts:\n%s", out.String())
 		}
+	}
+}
+
+// The pane's key comes from the flag, else the user's policy file, else
+// the default; a project's file may not choose it, and a bad one is named
+// with its file and line.
+func TestPolicyFilePaneKey(t *testing.T) {
+	id := caller()
+	home, dir := t.TempDir(), t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	os.MkdirAll(filepath.Join(home, ".config/agent-lock"), 0o755)
+	userFile := filepath.Join(home, policy.HomeFile)
+	projFile := filepath.Join(dir, policy.PolicyFile)
+
+	o := options{}
+	if _, err := applyPolicyFiles(&o, id, home, dir); err != nil || o.paneKey != dashboard.DefaultFlipKey {
+		t.Errorf("no file, no flag: %q %v", o.paneKey, err)
+	}
+	os.WriteFile(userFile, []byte("pane-key = \"f12\"\n"), 0o644)
+	o = options{}
+	if _, err := applyPolicyFiles(&o, id, home, dir); err != nil || o.paneKey != "f12" {
+		t.Errorf("the user's file: %q %v", o.paneKey, err)
+	}
+	o = options{paneKey: "alt+a"}
+	if _, err := applyPolicyFiles(&o, id, home, dir); err != nil || o.paneKey != "alt+a" {
+		t.Errorf("the flag wins: %q %v", o.paneKey, err)
+	}
+	os.WriteFile(userFile, []byte("\npane-key = \"ctrl+c\"\n"), 0o644)
+	if _, err := applyPolicyFiles(&options{}, id, home, dir); err == nil || !strings.HasPrefix(err.Error(), userFile+":2: pane-key:") {
+		t.Errorf("a key the agent needs: %v", err)
+	}
+	os.Remove(userFile)
+	os.WriteFile(projFile, []byte("pane-key = \"f12\"\n"), 0o644)
+	if _, err := applyPolicyFiles(&options{}, id, home, dir); err == nil || !strings.HasPrefix(err.Error(), projFile+":1: pane-key: ") {
+		t.Errorf("a project's pane-key: %v", err)
 	}
 }

@@ -30,6 +30,7 @@ import (
 //	env = ["GITHUB_TOKEN"]          # secret-looking variables to pass
 //	allow-net = ["github.com", "localhost:5432"] # hosts the agent may reach
 //	net = "off"                     # off, open, or grants (the default)
+//	pane-key = "ctrl+g"             # the user's file only: see --pane-key
 //
 //	[[trusted]]                     # the user's file only: see Trust
 //	project = "/home/me/src/app"
@@ -48,7 +49,10 @@ type File struct {
 	Env          []string `toml:"env"`
 	// Net is the network's mode (netpolicy.ParseMode); AllowNet the
 	// hosts granted, read into NetRules.
-	Net      string           `toml:"net"`
+	Net string `toml:"net"`
+	// PaneKey is the key that flips between the agent's pane and the
+	// dashboard (--pane-key): the user's file only.
+	PaneKey  string           `toml:"pane-key"`
 	AllowNet []string         `toml:"allow-net"`
 	NetRules []netpolicy.Rule `toml:"-"`
 	// Trusted are projects whose own policy file may widen the cell, as
@@ -141,7 +145,7 @@ func Parse(path string, b []byte, home, base string) (*File, error) {
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0].String()
 		return nil, &FileError{Path: path, Line: f.keyLine(k), Key: k,
-			Msg: "unknown key; the keys are engine, profiles, allow, allow-write, deny, unprotect, allow-unix, env, allow-net, net, and [[trusted]] tables"}
+			Msg: "unknown key; the keys are engine, profiles, allow, allow-write, deny, unprotect, allow-unix, env, allow-net, net, pane-key, and [[trusted]] tables"}
 	}
 	if len(f.TrustedProjects) > 0 {
 		return nil, &FileError{Path: path, Line: f.keyLine("trusted-projects"), Key: "trusted-projects",
@@ -307,3 +311,7 @@ func (f *File) valueLine(key, value string) int {
 	}
 	return start
 }
+
+// KeyLine is the line where key is set in f, or 0: for errors that name
+// a setting another package judges (pane-key).
+func (f *File) KeyLine(key string) int { return f.keyLine(key) }
