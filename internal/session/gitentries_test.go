@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The Landlock engine's tripwire keeps git's files at any depth: those of
@@ -52,12 +54,12 @@ func TestGitEntries(t *testing.T) {
 
 	// What the entries keep is not the agent's; what changed elsewhere
 	// since the start is.
-	tw := &tripwireRun{since: time.Now().Add(-time.Second)}
+	tw := &tripwireRun{since: time.Now().Add(-time.Second), gitDirs: gitDirInodes(dir, entries)}
 	for _, e := range entries {
 		tw.kept = append(tw.kept, keptPath{filepath.Join(e.Root, e.Path), e.DirOnly})
 	}
 	made := func(p string) bool {
-		f, err := os.OpenFile(p, os.O_RDONLY|0o10000000, 0) // O_PATH
+		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_PATH|unix.O_NOFOLLOW, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,5 +84,39 @@ func TestGitEntries(t *testing.T) {
 	tw.since = time.Now().Add(time.Hour)
 	if made(hook) {
 		t.Errorf("a file older than the start is taken for the agent's")
+	}
+
+	// A git directory made before the start (in an earlier session, under
+	// another name) and moved into place after it: its config's own ctime
+	// is older than the start, the move is not.
+	old := filepath.Join(dir, "prepared")
+	os.MkdirAll(filepath.Join(old, "hooks"), 0o755)
+	os.WriteFile(filepath.Join(old, "config"), []byte("[core]\n\tfsmonitor = touch pwned\n"), 0o644)
+	os.WriteFile(filepath.Join(old, "hooks", "pre-commit"), []byte("#!/bin/sh\n"), 0o755)
+	time.Sleep(50 * time.Millisecond)
+	tw.since = time.Now()
+	time.Sleep(50 * time.Millisecond)
+	os.MkdirAll(filepath.Join(dir, "moved"), 0o755)
+	if err := os.Rename(old, filepath.Join(dir, "moved", ".git")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"moved/.git/config", "moved/.git/hooks/pre-commit"} {
+		if !made(filepath.Join(dir, p)) {
+			t.Errorf("%s, in a git directory moved into place since the start, is not the agent's", p)
+		}
+	}
+
+	// A git directory there was at the start changes with every git
+	// command: a file of the user's in it is not the agent's for that.
+	link := filepath.Join(dir, "a/nest/.git/objects")
+	if err := os.Symlink("../../elsewhere", link); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	tw.since = time.Now()
+	time.Sleep(50 * time.Millisecond)
+	os.WriteFile(filepath.Join(dir, "a/nest/.git/index.lock"), nil, 0o644)
+	if made(link) {
+		t.Errorf("a symlink of the user's in a git directory there was at the start is taken for the agent's after a git command there")
 	}
 }

@@ -60,8 +60,11 @@ type tripwireRun struct {
 	// A git file in DIR that is none of them and changed since (a
 	// repository the agent made, git init at DIR's top included) is the
 	// agent's: checkGit judges it when the cell is dead (madeSince).
-	kept    []keptPath
-	since   time.Time
+	kept  []keptPath
+	since time.Time
+	// gitDirs are the git directories (.git folders) there were at the
+	// start, by path, with their inode then.
+	gitDirs map[string]uint64
 	escapes atomic.Uint64
 	warn    warner
 
@@ -168,10 +171,30 @@ func gitEntries(dir string) (out []tripwire.Entry, more int) {
 	return out, more
 }
 
+// gitDirInodes are the inodes of DIR's .git folder and of those the
+// entries name (.git folders below DIR's top), as they are now.
+func gitDirInodes(dir string, entries []tripwire.Entry) map[string]uint64 {
+	out := map[string]uint64{}
+	paths := []string{filepath.Join(dir, ".git")}
+	for _, e := range entries {
+		if e.DirOnly && filepath.Base(e.Path) == ".git" {
+			paths = append(paths, filepath.Join(e.Root, e.Path))
+		}
+	}
+	for _, p := range paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			out[p] = st.Ino
+		}
+	}
+	return out
+}
+
 // madeSince is checkGit's word under Landlock, which keeps no marks: a
 // file the tripwire does not keep (in a repository that was not there
 // when the session started, DIR's own made by git init included) that
-// changed since it started, by its ctime, which no one can set back.
+// changed since it started, or lies in a folder of a git directory that
+// did, by their ctime, which no one can set back.
 func (t *tripwireRun) madeSince(f *os.File) (bool, error) {
 	path, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
 	if err != nil {
@@ -184,7 +207,36 @@ func (t *tripwireRun) madeSince(f *os.File) (bool, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return false, err
 	}
-	return !time.Unix(st.Ctim.Unix()).Before(t.since), nil
+	if t.changed(st) {
+		return true, nil
+	}
+	// A folder moved into a git directory (a hooks folder, a git
+	// directory made elsewhere and moved to .git) brings files whose own
+	// ctime is older than the move: the folders on the way up to the git
+	// directory, which the move changed, say so.
+	i := strings.LastIndex(path, "/.git/")
+	if i < 0 {
+		return false, nil
+	}
+	top := path[:i+len("/.git")]
+	// A git directory there was at the start changes with every git
+	// command (index.lock): its own ctime says nothing, the folders
+	// below it do.
+	last := len(top)
+	if ino, ok := t.gitDirs[top]; ok && unix.Lstat(top, &st) == nil && st.Ino == ino {
+		last++
+	}
+	for d := filepath.Dir(path); len(d) >= last; d = filepath.Dir(d) {
+		if err := unix.Lstat(d, &st); err == nil && t.changed(st) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// changed says whether st's inode changed since the recording began.
+func (t *tripwireRun) changed(st unix.Stat_t) bool {
+	return !time.Unix(st.Ctim.Unix()).Before(t.since)
 }
 
 // undo is what became of one path.
@@ -209,6 +261,7 @@ func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, wa
 	var more int
 	err := asuser.Do(id, func() error {
 		nested, more = gitEntries(p.Dir)
+		t.gitDirs = gitDirInodes(p.Dir, nested)
 		_, err := os.Lstat(dotgit)
 		return err
 	})
