@@ -95,6 +95,11 @@ echo {dir}/evil-common > .git/worktrees/wt/commondir`),
 		Cmd: bash(`cp -r {home}/wtmain/.git {dir}/evilgit && git config --file {dir}/evilgit/config core.fsmonitor 'touch {home}/pwned' &&
 printf 'gitdir: {dir}/evilgit\n' > {dir}/.git`),
 		Effect: either(userGitRan("{dir}"), changed("{dir}/.git", "gitdir: {home}/wtmain/.git/worktrees/wt\n"))},
+	{Name: "git-dir-prepared", Family: "protected", Doc: "move a git directory with core.fsmonitor, left under another name by an earlier session, to a .git and register it in DIR's index",
+		Ops: ops("rename", "create", "plant"), Path: "project/nest/.git", Setup: gitPrepared, Skip: missing("git"),
+		Cmd: bash(gitAuthor + `cd {dir} && mkdir nest && mv prepared nest/.git &&
+git update-index --add --cacheinfo 160000,$(git -C nest rev-parse HEAD),nest && git commit -qm nest`),
+		Effect: userGitRan("{dir}")},
 	{Name: "git-hook-own-repo", Family: "protected", Doc: "plant a hook in a repository the agent made below DIR's top",
 		Ops: ops("create", "write", "plant"), Path: "project/nest/.git/hooks/pre-commit", Skip: missing("git"),
 		Cmd:    bash(`cd {dir} && git init -q nest && printf '#!/bin/sh\ntouch {home}/pwned\n' > nest/.git/hooks/pre-commit && chmod +x nest/.git/hooks/pre-commit`),
@@ -152,6 +157,18 @@ func gitNested(f *Fixture) error {
 	}
 	_, err := userSh(f, f.Dir, `git init -q nest && git -C nest commit -q --allow-empty -m n &&
 git update-index --add --cacheinfo 160000,$(git -C nest rev-parse HEAD),nest && git commit -qm nest`)
+	return err
+}
+
+// gitPrepared is gitProject with what an earlier session could have left
+// in DIR: a repository's git directory under another name (prepared),
+// whose config sets core.fsmonitor, not a repository to anyone's git.
+func gitPrepared(f *Fixture) error {
+	if err := gitProject(f); err != nil {
+		return err
+	}
+	_, err := userSh(f, f.Dir, gitAuthor+`git init -q p && git -C p commit -q --allow-empty -m p &&
+git -C p config core.fsmonitor 'touch `+filepath.Join(f.Home, "pwned")+`' && mv p/.git prepared && rmdir p`)
 	return err
 }
 
