@@ -88,6 +88,9 @@ func AuditOn() (bool, error) {
 	buf := make([]byte, 4096)
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == unix.EINTR {
+			continue // a receive with a timeout is not restarted after a signal
+		}
 		if err != nil {
 			return false, fmt.Errorf("audit status: %w", err)
 		}

@@ -243,7 +243,17 @@ func askDNS(name string, want netip.Addr, connected bool) error {
 		return fmt.Errorf("sendto: %w", err)
 	}
 	buf := make([]byte, 1500)
-	n, from, err := unix.Recvfrom(fd, buf, 0)
+	// A receive with a timeout is not restarted after a signal, and the
+	// Go runtime sends itself some (SIGURG, to preempt goroutines): EINTR
+	// is no answer yet (seen under load in forky).
+	var n int
+	var from unix.Sockaddr
+	for {
+		n, from, err = unix.Recvfrom(fd, buf, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("no answer: %w", err)
 	}
