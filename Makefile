@@ -20,7 +20,7 @@ VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
 # machines have two. The longest first (forky: the whole adversary suite,
 # the terminal's tests, the real agents, the network), bookworm beside it,
 # trixie when bookworm is done. The timeout is a hang guard only.
-VMTEST_FLAGS ?= -timeout=60m -parallel=2 -kernels=forky,bookworm,trixie
+VMTEST_FLAGS ?= -timeout=70m -parallel=2 -kernels=forky,bookworm,trixie
 # make bench: a guest a core, as for the tests (three guests on two cores
 # made single runs vary by 3x); bookworm, the slowest, first.
 BENCH_VMTEST_FLAGS ?= -timeout=30m -parallel=2 -kernels=bookworm,forky,trixie
