@@ -87,9 +87,14 @@ func TestOneTerminal(t *testing.T) {
 			if !strings.Contains(s, "│") {
 				t.Errorf("at 170 columns the live view is not beside the pane:\n%s", s)
 			}
-			typed("echo s2=$(stty size)", `(?m)^s2=45 129\s`)
+			// A resize reaches the agent a moment after the terminal's
+			// (SIGWINCH, relayed): the shell waits for it, up to 10 s.
+			sized := func(tag, size string) string {
+				return fmt.Sprintf(`for i in $(seq 100); do [ "$(stty size)" = "%s" ] && break; sleep 0.1; done; echo %s=$(stty size)`, size, tag)
+			}
+			typed(sized("s2", "45 129"), `(?m)^s2=45 129\s`)
 			tm.Do("resize-window", "-t", "s:w", "-x", "100", "-y", "30")
-			typed("echo s3=$(stty size)", `(?m)^s3=27 100\s*$`)
+			typed(sized("s3", "27 100"), `(?m)^s3=27 100\s*$`)
 
 			// The dashboard and back, the agent running on.
 			tm.Do("send-keys", "-t", "s:w", "C-]")
