@@ -31,11 +31,11 @@ true`
 // agent-lock moves that config aside (a plant record), so the user's git
 // status in DIR, run as the user after the session, runs nothing.
 // Unjailed, the same script makes git status run it: the test is real.
-// Under the Landlock engine git init works, the hook is written and moved
-// aside at the end (a plant record: the repository at DIR's top is the
-// agent's), and the nested fsmonitor runs (git's files below DIR's top are
-// among its stated limits). Runs in the test VMs with both engines, and
-// natively with the Landlock engine.
+// Under the Landlock engine git init works, and the hook is written; both
+// repositories are the agent's (there were none at the start), so when the
+// session ends the hook and the nested config are moved aside (plant
+// records) and the user's git status runs nothing there either. Runs in
+// the test VMs with both engines, and natively with the Landlock engine.
 func TestGitInit(t *testing.T) {
 	testenv.NeedVM(t)
 	if _, err := exec.LookPath("git"); err != nil {
@@ -114,24 +114,28 @@ func TestGitInit(t *testing.T) {
 		hook := filepath.Join(dir, ".git/hooks/pre-commit")
 		config := filepath.Join(dir, "sub/.git/config")
 		if engine == "landlock" {
-			// The repository at DIR's top is the agent's (there was none
-			// at the start): the tripwire leaves its files to it, and the
-			// hook it wrote is moved aside when the session ends. The
-			// nested repository's fsmonitor is among the engine's stated
-			// limits.
-			if !strings.Contains(out, "hook-written") || !ran(mark) {
-				t.Errorf("landlock: the hook and the fsmonitor are among its stated limits, yet held:\n%s", out)
+			// Both repositories are the agent's (there were none at the
+			// start): the tripwire leaves their files to it, and what
+			// would run a command is moved aside when the session ends.
+			if !strings.Contains(out, "hook-written") {
+				t.Errorf("landlock: the hook was not written (Landlock grants DIR whole):\n%s", out)
 			}
-			planted := false
+			if ran(mark) {
+				t.Errorf("landlock: the user's git status ran the nested repository's fsmonitor")
+			}
+			planted := map[string]bool{}
 			for _, e := range escapes {
-				if e.Path == hook && e.Op == "plant" && e.Path2 == hook+".agent-lock" {
-					planted = true
+				if (e.Path == hook || e.Path == config) && e.Op == "plant" && e.Path2 == e.Path+".agent-lock" {
+					planted[e.Path] = true
 				} else {
-					t.Errorf("landlock: a report other than the hook's plant (a refusal of ordinary work): %+v", e)
+					t.Errorf("landlock: a report other than the hook's and the config's plant (a refusal of ordinary work): %+v", e)
 				}
 			}
-			if _, err := os.Lstat(hook); !planted || err == nil {
-				t.Errorf("landlock: the hook at DIR's top, planted %v, still there %v: %+v", planted, err == nil, escapes)
+			if _, err := os.Lstat(hook); !planted[hook] || err == nil {
+				t.Errorf("landlock: the hook at DIR's top, planted %v, still there %v: %+v", planted[hook], err == nil, escapes)
+			}
+			if b, err := os.ReadFile(config); !planted[config] || err != nil || strings.Contains(string(b), "fsmonitor") {
+				t.Errorf("landlock: the nested config, planted %v, written again: %v\n%s", planted[config], err, b)
 			}
 			continue
 		}
