@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/session"
@@ -137,12 +138,7 @@ func TestPolicyLandlock(t *testing.T) {
 // files'; a mode that grants nothing with rules that grant something is an
 // error that names both.
 func TestPolicyFilesNetwork(t *testing.T) {
-	id := caller()
-	home, dir := t.TempDir(), t.TempDir()
-	dir, _ = filepath.EvalSymlinks(dir)
-	os.MkdirAll(filepath.Join(home, ".config/agent-lock"), 0o755)
-	userFile := filepath.Join(home, policy.HomeFile)
-	projFile := filepath.Join(dir, policy.PolicyFile)
+	id, home, dir, userFile, projFile := policyDirs(t)
 
 	os.WriteFile(userFile, []byte("allow-net = [\"github.com\", \"localhost:5432\"]\n"), 0o644)
 	o, err := parse([]string{"--allow-net", "*.example.com"})
@@ -225,12 +221,7 @@ func TestPolicyPrintsTheNetwork(t *testing.T) {
 // the default; a project's file may not choose it, and a bad one is named
 // with its file and line.
 func TestPolicyFilePaneKey(t *testing.T) {
-	id := caller()
-	home, dir := t.TempDir(), t.TempDir()
-	dir, _ = filepath.EvalSymlinks(dir)
-	os.MkdirAll(filepath.Join(home, ".config/agent-lock"), 0o755)
-	userFile := filepath.Join(home, policy.HomeFile)
-	projFile := filepath.Join(dir, policy.PolicyFile)
+	id, home, dir, userFile, projFile := policyDirs(t)
 
 	o := options{}
 	if _, err := applyPolicyFiles(&o, id, home, dir); err != nil || o.paneKey != dashboard.DefaultFlipKey {
@@ -254,4 +245,15 @@ func TestPolicyFilePaneKey(t *testing.T) {
 	if _, err := applyPolicyFiles(&options{}, id, home, dir); err == nil || !strings.HasPrefix(err.Error(), projFile+":1: pane-key: ") {
 		t.Errorf("a project's pane-key: %v", err)
 	}
+}
+
+// policyDirs are a home with its policy folder and a project, for the
+// policy files' tests: the caller's id, the folders, and the user's and
+// the project's policy file paths (not written).
+func policyDirs(t *testing.T) (id asuser.ID, home, dir, userFile, projFile string) {
+	t.Helper()
+	home, dir = t.TempDir(), t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	os.MkdirAll(filepath.Join(home, ".config/agent-lock"), 0o755)
+	return caller(), home, dir, filepath.Join(home, policy.HomeFile), filepath.Join(dir, policy.PolicyFile)
 }
