@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agent-lock/agent-lock/internal/engine/landlockcell"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
@@ -76,7 +77,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "self-test      landlock passed: Landlock ABI %d refused a test open outside the cell and the observers reported it\n", f.LandlockABI)
 			fmt.Fprintln(stdout, "\nagent-lock can jail agents on this machine with the Landlock engine (--engine auto picks it),")
 			fmt.Fprintln(stdout, "which on this kernel does NOT close these side doors the BPF-LSM engine closes:")
-			for _, l := range append(landlock.Limits(f.LandlockABI), session.LandlockReports(f.LandlockABI)) {
+			for _, l := range append(landlock.Limits(f.LandlockABI), landlockcell.Reports(f.LandlockABI)) {
 				fmt.Fprintf(stdout, "  - %s\n", l)
 			}
 			fmt.Fprintln(stdout, "and refuses what the BPF-LSM engine would allow:")

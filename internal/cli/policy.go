@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/dashboard"
+	"github.com/agent-lock/agent-lock/internal/engine/landlockcell"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
@@ -277,7 +278,7 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 		}
 		fmt.Fprintf(stdout, "  %-22s %s\n", p.Glob, where)
 	}
-	if rs := session.LandlockRefusals(plan.Policy); len(rs) > 0 {
+	if rs := landlockcell.Refusals(plan.Policy); len(rs) > 0 {
 		if o.bestEffort {
 			fmt.Fprintln(stdout, "\nasked, and done only as far as Landlock can (--best-effort):")
 			for _, r := range rs {
@@ -292,7 +293,7 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 	}
 	fmt.Fprintln(stdout, "\nprotected (the tripwire: a change is put back as it was, as soon as it is seen and again at the end, and reported; --unprotect PATH lifts one of the project's):")
 	root := ""
-	for _, e := range session.TripwireEntries(plan.Policy, plan.Policy.Rules()) {
+	for _, e := range landlockcell.TripwireEntries(plan.Policy, plan.Policy.Rules()) {
 		if e.Root != root {
 			root = e.Root
 			fmt.Fprintf(stdout, "  in %s:\n", tilde(root))
@@ -309,7 +310,7 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 			abi, strings.Join(secretenv.SocketVars, ", "))
 	}
 	fmt.Fprintf(stdout, "\nleft open on this kernel (the BPF-LSM engine closes these):\n")
-	for _, l := range append(landlock.Limits(abi), session.LandlockReports(abi)) {
+	for _, l := range append(landlock.Limits(abi), landlockcell.Reports(abi)) {
 		fmt.Fprintf(stdout, "  - %s\n", l)
 	}
 	fmt.Fprintf(stdout, "refused, though the BPF-LSM engine allows it:\n")

@@ -17,28 +17,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/spec"
+	"github.com/agent-lock/agent-lock/internal/verdict"
 )
 
-// Event is one decision as the kernel reported it.
-type Event struct {
-	Time       time.Time
-	PID, TID   uint32
-	UID        uint32
-	Op         string
-	Class      string
-	Denied     bool // the kernel refused it
-	Audit      bool // it would have been refused; audit mode let it through
-	InBounds   bool // an allowed in-bounds access (live stream only)
-	Truncated  bool // the path's head was cut (longer than the report buffer)
-	Unresolved bool
-	Protected  bool   // refused: a protected file in the project directory
-	Rule       string // the rule that decided (Rule.Name, "protected PATH"), "" for none
-	Path       string // as seen from agent-lock's mount namespace
-	Path2      string // the other end of a rename or link
-	TargetPID  uint32
-	Detail     uint32 // signal number, ioctl request, ptrace mode
-	Comm       string
-}
+// Event is one decision as the kernel reported it: the engines' report
+// (verdict.Event), which both the hooks and the observers make.
+type Event = verdict.Event
 
 var opNames = map[jailAlOp]string{
 	jailAlOpAL_OP_READ:        "read",
@@ -368,7 +353,7 @@ func (n *Namer) Name(dev uint32, rel string) string {
 	best := -1
 	var out string
 	for _, m := range n.mounts[dev] {
-		if !under(rel, m.root) || len(m.root) <= best {
+		if !spec.Under(rel, m.root) || len(m.root) <= best {
 			continue
 		}
 		best = len(m.root)
@@ -384,10 +369,6 @@ func (n *Namer) Name(dev uint32, rel string) string {
 	return out
 }
 
-func under(p, root string) bool {
-	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
-}
-
 func joinMount(point, rest string) string {
 	if point == "/" {
 		if rest == "" {
@@ -396,4 +377,23 @@ func joinMount(point, rest string) string {
 		return rest
 	}
 	return point + rest
+}
+
+// Stream sends the events to out until the reader is closed or flushed
+// (then it returns) or done is closed; a failed read is said to warn.
+func (j *Jail) Stream(out chan<- Event, done <-chan struct{}, warn func(format string, args ...any)) {
+	for {
+		ev, err := j.Read()
+		if err != nil {
+			if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFlushed) {
+				warn("%v", err)
+			}
+			return
+		}
+		select {
+		case out <- ev:
+		case <-done:
+			return
+		}
+	}
 }

@@ -18,12 +18,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-lock/agent-lock/internal/spec"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/spec"
+	"github.com/agent-lock/agent-lock/internal/verdict"
 )
 
 // RuleFlags say what a rule root grants to the tree below it: the kernel's
@@ -145,7 +148,7 @@ type Config struct {
 }
 
 // ErrNotSupported means the running kernel cannot run the jail.
-var ErrNotSupported = errors.New("BPF LSM programs cannot run on this kernel")
+var ErrNotSupported = kernel.ErrNotSupported
 
 // Jail is a loaded, attached cell.
 type Jail struct {
@@ -684,19 +687,7 @@ func (j *Jail) pin(dir string) error {
 }
 
 // Counters are totals kept by the kernel, summed over CPUs.
-type Counters struct {
-	InBounds, System, Escapes, Lost, ForkDenied uint64
-	// GitMade counts git's command files (and .git files) the jail made
-	// in folders it made (jail.h CNT_GIT_MADE): what the user's git may
-	// run from them is to be checked when the session ends.
-	GitMade uint64
-}
-
-// Sub returns c - o.
-func (c Counters) Sub(o Counters) Counters {
-	return Counters{c.InBounds - o.InBounds, c.System - o.System, c.Escapes - o.Escapes,
-		c.Lost - o.Lost, c.ForkDenied - o.ForkDenied, c.GitMade - o.GitMade}
-}
+type Counters = verdict.Counters
 
 // Made says whether the jail made the file f is open on (any mode,
 // O_PATH included) in this session: the mark the kernel keeps on the
@@ -772,11 +763,7 @@ func (j *Jail) HookStats() []HookStat {
 }
 
 // HookStat is one program's runs and total time.
-type HookStat struct {
-	Name string
-	Runs uint64
-	Time time.Duration
-}
+type HookStat = verdict.HookStat
 
 // Flush makes Read return the events already in the ring and then
 // ErrFlushed, once. It is safe to call while Read blocks (a deadline is not:

@@ -213,3 +213,7 @@ func kconfigLSM(sys system, release string) (value, where string, ok bool) {
 	}
 	return "", "", false
 }
+
+// ErrNotSupported means the running kernel cannot run an engine's
+// programs: the BPF LSM's, or Landlock.
+var ErrNotSupported = errors.New("BPF LSM programs cannot run on this kernel")

@@ -84,7 +84,7 @@ func FromCell(rules []spec.Rule, ttys []string) ([]Rule, error) {
 			if _, err := os.Stat(r.Path); err == nil {
 				rs = append(rs, Rule{r.Path, ReadWrite})
 			}
-		case under(r.Path, "/dev"):
+		case spec.Under(r.Path, "/dev"):
 			if r.Path == "/dev" {
 				rs = append(rs, Rule{r.Path, List})
 			}
@@ -132,10 +132,10 @@ func Carve(rules []Rule, deny []string) ([]Rule, error) {
 	carve = func(r Rule) error {
 		var inside []string
 		for _, d := range deny {
-			if under(r.Path, d) {
+			if spec.Under(r.Path, d) {
 				return nil // denied itself
 			}
-			if under(d, r.Path) {
+			if spec.Under(d, r.Path) {
 				inside = append(inside, d)
 			}
 		}
@@ -166,10 +166,6 @@ func Carve(rules []Rule, deny []string) ([]Rule, error) {
 		}
 	}
 	return out, nil
-}
-
-func under(p, root string) bool {
-	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
 }
 
 // config handles every file system right and both IPC scopes this kernel
@@ -341,7 +337,7 @@ func Limits(abi int) []string {
 		l = append(l, "signals to the user's processes, abstract unix sockets (closed from ABI 6)")
 	}
 	// What the reports cover follows, from the session, which knows
-	// whether Landlock's own records can be read (session.LandlockReports).
+	// whether Landlock's own records can be read (landlockcell.Reports).
 	return l
 }
 
@@ -373,7 +369,7 @@ func Describe(r spec.Rule, abi int) (rights, note string) {
 			return "not granted", "missing: Landlock grants a file as it is, so one made later is refused, as are its siblings"
 		}
 		return "read-write, this file", "as it is now: its siblings (a save's temporary file, its lock) and a replacement renamed onto it are refused"
-	case under(r.Path, "/dev"):
+	case spec.Under(r.Path, "/dev"):
 		if r.Path == "/dev" {
 			return "list only", "and the devices below, by kind"
 		}

@@ -16,40 +16,23 @@ import (
 // (gitcheck).
 const OpPlant = "plant"
 
-// checkGit runs gitcheck over the repositories the agent could write (DIR,
-// its writable grants, the git directory of a linked worktree DIR is), as
-// the agent's user, and reports what it found. Under the BPF LSM, which
-// keeps the marks of what the jail made, only when the kernel saw the jail
-// make a git command file (made > 0): the walk then costs nothing in a
-// session that made none. Under Landlock, which keeps no marks, in DIR,
-// what changed there since the start and the tripwire did not keep: the
-// repositories the agent made (the tripwire keeps the git files of those
-// that were there, at any depth).
+// checkGit runs gitcheck where the engine says the agent may have made
+// git files (engine.Cell.GitScope: under the BPF LSM, which marks what the
+// jail made, DIR, its writable grants and the git directory of a linked
+// worktree DIR is, when the kernel saw the jail make a git command file;
+// under Landlock what changed in DIR since the start that the tripwire
+// did not keep), as the agent's user, and reports what it found.
 func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w report.Writer, warn warner) int {
-	if c.onlyOpen {
-		return 0
-	}
 	git, _ := exec.LookPath("git")
-	chk := &gitcheck.Checker{Made: c.jail.Made, Git: git, UID: a.UID, GID: a.GID, ReportOnly: audit}
-	roots := append([]string{p.Dir}, p.AllowWrite...)
-	var dirs []string
-	switch {
-	case c.ruleset != nil && c.tw != nil:
-		// Under Landlock, which keeps no marks: git's files that changed
-		// since the start and that the tripwire did not keep, in
-		// repositories the agent made (tripwireRun.madeSince).
-		chk.Made = c.tw.madeSince
-		roots = []string{p.Dir}
-	case made == 0 || c.ruleset != nil:
-		return 0
-	default:
-		if wt, ok := policy.FindGitWorktree(p.Dir); ok {
-			dirs = append(dirs, wt.GitDir)
-		}
-	}
 	var found []gitcheck.Finding
 	if err := asuser.Do(a.ID(), func() error {
-		found = chk.Check(roots, dirs)
+		// As the user: the scope reads DIR's .git file.
+		g := c.eng.GitScope(p.Dir, p.AllowWrite, made)
+		if g == nil {
+			return nil
+		}
+		chk := &gitcheck.Checker{Made: g.Made, Git: git, UID: a.UID, GID: a.GID, ReportOnly: audit}
+		found = chk.Check(g.Roots, g.GitDirs)
 		return nil
 	}); err != nil {
 		warn("check the git files the agent made: %v", err)

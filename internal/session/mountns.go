@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/verdict"
 )
 
 // agentView is how the agent sees the file system where it differs from
@@ -60,7 +60,7 @@ func (v agentView) enter() (warnings []string) {
 // named is ev with the shell setup copies named as the agent knows them
 // (~/.bashrc): the BPF LSM names a file from its own file system, where
 // the copy lies in agent-lock's folder.
-func (v agentView) named(ev jail.Event) jail.Event {
+func (v agentView) named(ev verdict.Event) verdict.Event {
 	for _, c := range v.rc {
 		if ev.Path == c.Copy {
 			ev.Path = c.Target

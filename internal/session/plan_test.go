@@ -1,12 +1,13 @@
 package session
 
 import (
-	"github.com/agent-lock/agent-lock/internal/profile"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agent-lock/agent-lock/internal/profile"
 )
 
 // TestPlanKeepsAgentLockStateFromTheAgent: DIR holding the home needs

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
-	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/engine"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/profile"
@@ -22,6 +22,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
 	"github.com/agent-lock/agent-lock/internal/spec"
+	"github.com/agent-lock/agent-lock/internal/verdict"
 )
 
 // Run jails the agent and returns its exit status: the cell is opened and
@@ -58,7 +59,7 @@ type run struct {
 	pol      policy.Policy // the plan's, with the private TMPDIR
 	view     agentView
 	cell     *cell
-	baseline jail.Counters
+	baseline verdict.Counters
 	// agentPgid is the agent's process group, for the terminal's keys;
 	// term the signals that end the session.
 	agentPgid atomic.Int64
@@ -127,16 +128,18 @@ func (r *run) open(ctx context.Context) error {
 	// In-bounds opens are streamed as a sample (see inbounds_due in the
 	// BPF code) so that a live view shows the agent's work, not only its
 	// escapes.
-	cfg := jail.Config{Audit: o.Audit, TTYs: ttys, StreamInBounds: true}
+	s := engine.Spec{Audit: o.Audit, TTYs: ttys, TTYPaths: ttyNames, StreamInBounds: true,
+		User: agent.ID(), BestEffort: o.BestEffort, AllowUnix: o.AllowUnix}
 	r.pol = r.plan.Policy
 	r.pol.TmpDir = tmp
 	view, rcDir := shellSetup(agent, &r.pol, warn)
 	r.view = view
 	r.later(func() { os.RemoveAll(rcDir) })
-	if cfg.Rules, err = userRules(r.pol, agent.ID()); err != nil {
+	s.Policy = r.pol
+	if s.Rules, err = userRules(r.pol, agent.ID()); err != nil {
 		return fail(ExitFailed, fmt.Errorf("resolve the cell's paths as %s: %w", agent.Name, err))
 	}
-	c, err := openEngine(r.facts, o.Engine, cfg, r.pol, r.plan.Net, ttyNames, o.BestEffort, warn)
+	c, err := openEngine(r.facts, o.Engine, s, r.plan.Net, warn)
 	if err != nil {
 		return fail(ExitFailed, err)
 	}
@@ -148,20 +151,10 @@ func (r *run) open(ctx context.Context) error {
 	if err := c.probe(ctx, o.Audit); err != nil {
 		return fail(ExitFailed, fmt.Errorf("self-test failed, not starting the agent: %w", err))
 	}
-	if c.ruleset != nil {
-		// Landlock grants DIR whole: the tripwire keeps the protected
-		// entries instead (tripwire.go).
-		if c.tw, err = armTripwire(r.pol, cfg.Rules, agent.ID(), c.cg.Path, warn); err != nil {
-			if !o.BestEffort {
-				return fail(ExitFailed, err)
-			}
-			warn("--best-effort: the protected entries are not kept: %v", err)
-		}
-	}
 	if r.baseline, err = c.counters(); err != nil {
 		return fail(ExitFailed, err)
 	}
-	links, err := c.jail.LinkFiles()
+	links, err := c.eng.Links()
 	if err != nil {
 		return fail(ExitFailed, err)
 	}
@@ -197,9 +190,8 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 	cmd.Dir = dir
 	env, withheld := secretenv.Filter(agentEnv(os.Environ(), agent, r.pol.TmpDir, dir),
 		append(r.plan.Profiles.Env, o.PassEnv...))
-	if c.ruleset != nil && c.abi < 9 {
-		var socks []string
-		env, socks = withholdSockets(env, c.abi, o.AllowUnix, warn)
+	env, socks := c.eng.Env(env)
+	if len(socks) > 0 {
 		withheld = slices.Compact(slices.Sorted(slices.Values(append(withheld, socks...))))
 	}
 	cmd.Env = env
@@ -234,7 +226,6 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		// The kernel may have refused the exec: say what it reported.
 		return nil, nil, fail(code, fmt.Errorf("%s: %w", argv[0], err))
 	}
-	c.agentPID.Store(int64(cmd.Process.Pid))
 	r.agentPgid.Store(int64(cmd.Process.Pid))
 
 	mode := report.Enforce
@@ -242,14 +233,15 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		mode = report.Audit
 	}
 	self, _ := recording.ProcessStart(os.Getpid())
+	about := c.eng.About()
 	o.Report.Start(report.Start{
 		AgentLockPID: os.Getpid(), AgentLockStart: self,
 		Time: r.began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
-		Kernel: r.facts.Release, Engine: c.engine(), Limits: c.limits(), TmpDir: r.pol.TmpDir, WithheldEnv: withheld,
-		Profiles: r.plan.Profiles.Profiles, LoadTime: c.loadTime(),
+		Kernel: r.facts.Release, Engine: about.Name, Limits: about.Limits, TmpDir: r.pol.TmpDir, WithheldEnv: withheld,
+		Profiles: r.plan.Profiles.Profiles, LoadTime: about.LoadTime,
 	})
-	c.tw.start(o.Report)
+	c.eng.Started(cmd.Process.Pid, o.Report)
 	return cmd, done, nil
 }
 
@@ -271,11 +263,11 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, done <-chan int) int
 			}()
 		})
 	}
-	events, netEvents := c.events, c.net.Events()
+	events, netEvents := c.events(), c.net.Events()
 	stop := ctx.Done()
 	progress := time.NewTicker(time.Second)
 	defer progress.Stop()
-	var last jail.Counters
+	var last verdict.Counters
 	for {
 		select {
 		case <-stop:
@@ -325,13 +317,13 @@ func (r *run) finish(status int) error {
 		warn("%v", err)
 	}
 	r.releaseTerminal()
-	for ev := range c.drain() {
+	for ev := range c.eng.Drain() {
 		writeEvent(rep, r.view.named(ev), &r.opens)
 	}
 	for ev := range c.net.Drain() {
 		writeNetEvent(rep, ev, &r.opens)
 	}
-	undone, left := c.tw.finish()
+	undone, left := c.eng.Finish()
 	final, err := c.counters()
 	if err != nil {
 		return fail(ExitFailed, err)
@@ -341,7 +333,7 @@ func (r *run) finish(status int) error {
 	// files the agent made that the user's git would run.
 	n.Escapes += uint64(checkGit(c, r.pol, r.agent, r.o.Audit, n.GitMade, rep, warn))
 	var hooks []report.HookStat
-	for _, h := range c.jail.HookStats() {
+	for _, h := range c.eng.HookStats() {
 		hooks = append(hooks, report.HookStat{Name: h.Name, Runs: h.Runs, Time: h.Time})
 	}
 	rep.Summary(report.Summary{

@@ -23,13 +23,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
-	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/engine"
 	"github.com/agent-lock/agent-lock/internal/kernel"
-	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/spec"
+	"github.com/agent-lock/agent-lock/internal/verdict"
 )
 
 // Exit statuses of agent-lock itself, as env(1) and timeout(1) use them.
@@ -103,7 +104,7 @@ type Options struct {
 	// it) could forge what the user sees.
 	Terminal *os.File
 	// BestEffort lets the Landlock engine run without what it cannot
-	// enforce (LandlockRefusals), each said as a warning; without it
+	// enforce (landlockcell.Refusals), each said as a warning; without it
 	// such a request stops the session at start.
 	BestEffort bool
 	// NetMode is the network's mode (--net, or a policy file's net),
@@ -116,7 +117,7 @@ type Options struct {
 
 // writeEvent reports one kernel decision: every escape, and the in-bounds
 // samples that opens lets through.
-func writeEvent(w report.Writer, ev jail.Event, opens *sampler) {
+func writeEvent(w report.Writer, ev verdict.Event, opens *sampler) {
 	e := report.Event{
 		Time: ev.Time, PID: ev.PID, TID: ev.TID, Comm: ev.Comm, Op: ev.Op,
 		Path: ev.Path, Path2: ev.Path2, TargetPID: ev.TargetPID,
@@ -269,7 +270,7 @@ func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 		return Plan{}, fail(ExitFailed, err)
 	}
 	var notes []string
-	if home, err := filepath.EvalSymlinks(agent.Home); err == nil && under(home, dir) {
+	if home, err := filepath.EvalSymlinks(agent.Home); err == nil && spec.Under(home, dir) {
 		if !o.AllowHome {
 			return Plan{}, fail(ExitFailed, fmt.Errorf("the project directory %s holds your home %s: the agent could read and change "+
 				"everything in it but the secrets agent-lock always refuses (~/.ssh, ~/.aws, ...), your other projects and your "+
@@ -487,22 +488,22 @@ func terminal(f *os.File) (rdevs []uint32, paths []string) {
 // LSM where this kernel runs its programs and Landlock where it does not;
 // a cell that cannot be opened with either is an error, never a run
 // without one.
-func openEngine(facts kernel.Facts, engine string, cfg jail.Config, p policy.Policy, net netpolicy.Policy, ttys []string, bestEffort bool, warn warner) (*cell, error) {
-	if engine != "" && engine != EngineAuto {
-		return openCell(facts, engine, cfg, p, net, ttys, bestEffort, warn)
+func openEngine(facts kernel.Facts, name string, s engine.Spec, net netpolicy.Policy, warn warner) (*cell, error) {
+	if name != "" && name != EngineAuto {
+		return openCell(facts, name, s, net, warn)
 	}
-	c, err := openCell(facts, EngineBPF, cfg, p, net, ttys, bestEffort, warn)
-	if err == nil || !errors.Is(err, jail.ErrNotSupported) || cfg.Audit || landlock.ABI() == 0 {
+	c, err := openCell(facts, EngineBPF, s, net, warn)
+	if err == nil || !errors.Is(err, engine.ErrNotSupported) || s.Audit || facts.LandlockABI == 0 {
 		return c, err
 	}
-	return openCell(facts, EngineLandlock, cfg, p, net, ttys, bestEffort, warn)
+	return openCell(facts, EngineLandlock, s, net, warn)
 }
 
 // AutoEngine is the engine --engine auto picks on this kernel, and why.
 // Where bpf is an active LSM only loading the programs tells (some
 // kernels list it and refuse them): as root it loads them (SelfTest);
-// otherwise engine is "" and why says what it depends on.
-func AutoEngine(ctx context.Context, f kernel.Facts) (engine, why string) {
+// otherwise pick is "" and why says what it depends on.
+func AutoEngine(ctx context.Context, f kernel.Facts) (pick, why string) {
 	abi := f.LandlockABI
 	if !f.BPFInLSM {
 		if abi == 0 {
@@ -518,7 +519,7 @@ func AutoEngine(ctx context.Context, f kernel.Facts) (engine, why string) {
 	switch {
 	case err == nil:
 		return EngineBPF, "its programs loaded and refused a test open here"
-	case errors.Is(err, jail.ErrNotSupported) && abi > 0:
+	case errors.Is(err, engine.ErrNotSupported) && abi > 0:
 		return EngineLandlock, "this kernel lists bpf as an active LSM but refused to load its programs; agent-lock doctor says more"
 	}
 	return "", err.Error()
@@ -550,11 +551,6 @@ func agentEnv(base []string, a Agent, tmp, dir string) []string {
 	return append(env,
 		"HOME="+a.Home, "USER="+a.Name, "LOGNAME="+a.Name, "SHELL="+a.Shell,
 		"TMPDIR="+tmp, "PWD="+dir, "AGENT_LOCK=1")
-}
-
-// under reports whether p is root or lies below it.
-func under(p, root string) bool {
-	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
 }
 
 // realPathMissing resolves p's symlinks as far as p exists, and keeps the

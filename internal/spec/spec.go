@@ -121,3 +121,9 @@ func CheckPattern(glob string) error {
 	_, _, err := ParsePattern(glob)
 	return err
 }
+
+// Under reports whether the clean absolute path p is root or lies below
+// it.
+func Under(p, root string) bool {
+	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
+}

@@ -81,7 +81,7 @@ func init() {
 var landlockObserved = map[string]bool{"read": true, "write": true, "exec": true, "create": true}
 
 // landlockAuditObserved are the operations Landlock's own audit records
-// report besides (-landlock-audit; session/llaudit.go).
+// report besides (-landlock-audit; engine/landlockcell/audit.go).
 var landlockAuditObserved = map[string]bool{"mkdir": true, "unlink": true, "rmdir": true, "rename": true,
 	"symlink": true, "mknod": true, "truncate": true, "ioctl": true, "signal": true, "connect": true, "ptrace": true}
 

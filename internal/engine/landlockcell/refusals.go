@@ -1,4 +1,4 @@
-package session
+package landlockcell
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // No silent promises: a request the Landlock engine cannot enforce stops
@@ -21,9 +22,9 @@ type Refusal struct {
 	BestEffort string
 }
 
-// LandlockRefusals are the requests in p that the Landlock engine cannot
+// Refusals are the requests in p that the Landlock engine cannot
 // enforce as asked.
-func LandlockRefusals(p policy.Policy) []Refusal {
+func Refusals(p policy.Policy) []Refusal {
 	var out []Refusal
 	for _, g := range p.DenyPatterns {
 		out = append(out, Refusal{
@@ -33,7 +34,7 @@ func LandlockRefusals(p policy.Policy) []Refusal {
 		})
 	}
 	for _, d := range p.Deny {
-		if d == p.Dir || !under(d, p.Dir) {
+		if d == p.Dir || !spec.Under(d, p.Dir) {
 			continue
 		}
 		out = append(out, Refusal{
@@ -48,8 +49,8 @@ func LandlockRefusals(p policy.Policy) []Refusal {
 }
 
 // refuseUnenforceable is the Landlock engine's check at start.
-func refuseUnenforceable(p policy.Policy, bestEffort bool, warn warner) error {
-	rs := LandlockRefusals(p)
+func refuseUnenforceable(p policy.Policy, bestEffort bool, warn func(format string, args ...any)) error {
+	rs := Refusals(p)
 	if len(rs) == 0 {
 		return nil
 	}
@@ -71,7 +72,7 @@ func refuseUnenforceable(p policy.Policy, bestEffort bool, warn warner) error {
 // user's unix sockets, where Landlock cannot refuse connecting to them
 // (below ABI 9): the agent need not be told where ssh-agent listens. The
 // limit is said once; granted are the sockets let through (--allow-unix).
-func withholdSockets(env []string, abi int, granted []string, warn warner) (kept, withheld []string) {
+func withholdSockets(env []string, abi int, granted []string, warn func(format string, args ...any)) (kept, withheld []string) {
 	kept, withheld = secretenv.Sockets(env, granted, func(p string) string {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			return r

@@ -1,4 +1,4 @@
-package session
+package landlockcell
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/verdict"
 )
 
 // Under the Landlock engine the tracepoint observers report opens and
@@ -39,7 +39,7 @@ var openFamily = []string{"fs.read_file", "fs.write_file", "fs.execute", "fs.rea
 // auditEvent is what the access records of one system call report (a
 // rename writes one for each end), or false where the observers report it
 // already (or it names nothing we know).
-func auditEvent(recs []landlock.Record) (jail.Event, bool) {
+func auditEvent(recs []landlock.Record) (verdict.Event, bool) {
 	var bl []string
 	per := make([][]string, len(recs))
 	for i, r := range recs {
@@ -59,10 +59,10 @@ func auditEvent(recs []landlock.Record) (jail.Event, bool) {
 		op = "rename"
 	}
 	if op == "" || (op == "truncate" || op == "ioctl") && slices.ContainsFunc(openFamily, func(b string) bool { return slices.Contains(bl, b) }) {
-		return jail.Event{}, false
+		return verdict.Event{}, false
 	}
 	r := recs[by]
-	ev := jail.Event{Time: r.Time, Op: op, Class: "outside", Denied: true, Path: r.Fields["path"],
+	ev := verdict.Event{Time: r.Time, Op: op, Class: "outside", Denied: true, Path: r.Fields["path"],
 		Rule: landlock.AuditRule}
 	if p, err := strconv.ParseUint(r.Fields["opid"], 10, 32); err == nil {
 		ev.TargetPID = uint32(p)
@@ -82,8 +82,8 @@ func auditLimit(why string) string {
 	return "reports cover opens and execs only: " + why
 }
 
-// LandlockReports is auditLimit for this host now, for doctor.
-func LandlockReports(abi int) string { return auditLimit(auditOff(abi)) }
+// Reports is auditLimit for this host now, for doctor and policy.
+func Reports(abi int) string { return auditLimit(auditOff(abi)) }
 
 // auditOff says why Landlock's records cannot be read here, "" if they can.
 func auditOff(abi int) string {
@@ -222,7 +222,7 @@ func (c *cell) inCell(pid int) bool {
 		return false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rel, ok := strings.CutPrefix(line, "0::"); ok && rel != "/" && strings.HasSuffix(c.cg.Path, rel) {
+		if rel, ok := strings.CutPrefix(line, "0::"); ok && rel != "/" && strings.HasSuffix(c.s.Cgroup.Path, rel) {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package session
+package landlockcell
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package session
+package landlockcell
 
 import (
 	"errors"
@@ -59,14 +59,14 @@ type tripwireRun struct {
 	// kept are the entries' paths; since is when the recording began.
 	// A git file in DIR that is none of them and changed since (a
 	// repository the agent made, git init at DIR's top included) is the
-	// agent's: checkGit judges it when the cell is dead (madeSince).
+	// agent's: gitcheck judges it when the cell is dead (madeSince).
 	kept  []keptPath
 	since time.Time
 	// gitDirs are the git directories (.git folders) there were at the
 	// start, by path, with their inode then.
 	gitDirs map[string]uint64
 	escapes atomic.Uint64
-	warn    warner
+	warn    func(format string, args ...any)
 
 	mu      sync.Mutex
 	rep     report.Writer
@@ -190,7 +190,7 @@ func gitDirInodes(dir string, entries []tripwire.Entry) map[string]uint64 {
 	return out
 }
 
-// madeSince is checkGit's word under Landlock, which keeps no marks: a
+// madeSince is gitcheck's word under Landlock, which keeps no marks: a
 // file the tripwire does not keep (in a repository that was not there
 // when the session started, DIR's own made by git init included) that
 // changed since it started, or lies in a folder of a git directory that
@@ -252,7 +252,7 @@ const maxUndoPaths = 1000
 // armTripwire records the protected entries, as the agent's user, and
 // watches them. An entry it cannot record stops the session: the promise
 // would not be kept.
-func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, warn warner) (*tripwireRun, error) {
+func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, warn func(format string, args ...any)) (*tripwireRun, error) {
 	// A second of margin: a file system's clock is coarser than ours.
 	t := &tripwireRun{warn: warn, since: time.Now().Add(-time.Second)}
 	entries := TripwireEntries(p, rules)

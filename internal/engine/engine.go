@@ -1,0 +1,131 @@
+// Package engine is what a session knows of the engines that decide: a
+// cell's description in no engine's terms (Spec), the interface every
+// engine implements (Engine, Cell); what a cell reports is package
+// verdict's. The engines live in packages of their own (bpflsm,
+// landlockcell), import this one and jail (the BPF object both load: the
+// hooks that decide, or the observers that report), and never each other.
+package engine
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/spec"
+	"github.com/agent-lock/agent-lock/internal/verdict"
+)
+
+// ErrNotSupported means the running kernel cannot run an engine; auto
+// then tries the next one.
+var ErrNotSupported = kernel.ErrNotSupported
+
+// Spec is a cell to open.
+type Spec struct {
+	// Policy is the session's (DIR, grants, denials, protected entries,
+	// patterns); Rules are its rules as the agent's user resolved them.
+	Policy policy.Policy
+	Rules  []spec.Rule
+	// User is the agent's user, as whom the engine touches the user's
+	// files.
+	User asuser.ID
+	// Cgroup is the cell's, made by the caller.
+	Cgroup Cgroup
+	// TTYs are the agent's terminals by device number (kernel encoding)
+	// and TTYPaths by name.
+	TTYs     []uint32
+	TTYPaths []string
+	// Audit lets refused accesses through and reports them.
+	Audit bool
+	// StreamInBounds reports a sample of the in-bounds opens too.
+	StreamInBounds bool
+	// BestEffort runs without what the engine cannot enforce, saying so.
+	BestEffort bool
+	// AllowUnix are the unix sockets the agent may be told of.
+	AllowUnix []string
+	// PinDir returns where to pin what keeps the cell closed should every
+	// process holding it die ("" for nowhere); called only by an engine
+	// whose cell is not closed without it.
+	PinDir func() string
+	// Loaded is told the kill count the engine's loader saw
+	// (jail.KillSeq), which the cgroup must match before anything starts
+	// in it.
+	Loaded func(killSeq uint32) error
+	Warn   func(format string, args ...any)
+}
+
+// Cgroup is the cell's cgroup.
+type Cgroup struct {
+	ID   uint64
+	Path string
+	FD   int
+}
+
+// Engine opens cells.
+type Engine interface {
+	// Check says why this engine cannot open s's cell on this kernel
+	// (ErrNotSupported when the kernel lacks it), before anything is made.
+	Check(f kernel.Facts, s Spec) error
+	Open(f kernel.Facts, s Spec) (Cell, error)
+}
+
+// Cell is an open cell: what decides, its reports and what it keeps.
+type Cell interface {
+	// About says what decides, for the report.
+	About() About
+	// Command is the process that runs path as argv in the cell; attr
+	// completes it (credentials, terminal). It starts in the cell's
+	// cgroup, confined before its first instruction.
+	Command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd
+	// Env is what of env the agent gets, and the names withheld.
+	Env(env []string) (kept, withheld []string)
+	// Started tells the cell that the agent, pid, runs and that its
+	// report begins in w.
+	Started(pid int, w report.Writer)
+	// Events are the cell's reports as they come; closed after Close, or
+	// once Drain's are read.
+	Events() <-chan verdict.Event
+	// Drain returns Events, which now ends with the reports already
+	// made: no process of the cell is left to make more.
+	Drain() <-chan verdict.Event
+	// Finish is the end's account of what the engine undid and left
+	// changed, once nothing of the cell runs.
+	Finish() (undone, left []report.Undo)
+	// Counters are the cell's tallies so far.
+	Counters() (verdict.Counters, error)
+	// HookStats are the kernel's statistics of the engine's programs.
+	HookStats() []verdict.HookStat
+	// GitScope is where the git files the agent made are to be looked
+	// for, dir being DIR and writable the writable grants, given made
+	// (Counters.GitMade); nil for nowhere. It reads the user's files: the
+	// caller runs it as the user.
+	GitScope(dir string, writable []string, made uint64) *GitScope
+	// Links are duplicates of what keeps the programs attached, for the
+	// reaper.
+	Links() ([]*os.File, error)
+	// Close lets the cell go: the caller killed every process in it.
+	Close()
+}
+
+// About is what decides.
+type About struct {
+	Name string
+	// Limits are the side doors this engine leaves open.
+	Limits []string
+	// LoadTime is how long the kernel took to load and verify the
+	// programs.
+	LoadTime time.Duration
+}
+
+// GitScope is where gitcheck looks.
+type GitScope struct {
+	// Made says whether the agent made the file f is open on.
+	Made func(f *os.File) (bool, error)
+	// Roots are walked for repositories; GitDirs are git directories
+	// checked as they are.
+	Roots, GitDirs []string
+}

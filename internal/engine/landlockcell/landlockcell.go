@@ -1,0 +1,237 @@
+// Package landlockcell is the engine for kernels without the BPF LSM:
+// Landlock decides (a ruleset the cell's first process enforces on itself
+// before it execs the agent), jail's tracepoint observers and Landlock's
+// own audit records report, and the tripwire keeps the protected entries
+// that Landlock, granting DIR whole, cannot refuse.
+package landlockcell
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/engine"
+	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/landlock"
+	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/spec"
+	"github.com/agent-lock/agent-lock/internal/verdict"
+)
+
+// Name is the engine's, as --engine takes it.
+const Name = "landlock"
+
+// Engine opens Landlock cells.
+type Engine struct{}
+
+// Check refuses what Landlock cannot do: run at all on this kernel, audit
+// (let a refused access through), or what the policy asks that it cannot
+// enforce (Refusals; warnings instead with BestEffort).
+func (Engine) Check(f kernel.Facts, s engine.Spec) error {
+	if landlock.ABI() == 0 {
+		return fmt.Errorf("%w: Landlock is not available on this kernel (active LSMs %v)", engine.ErrNotSupported, f.LSMs)
+	}
+	if s.Audit {
+		return errors.New("the Landlock engine has no audit mode: Landlock cannot let a refused access through and report it; use --engine bpf-lsm")
+	}
+	return refuseUnenforceable(s.Policy, s.BestEffort, s.Warn)
+}
+
+// Open builds the ruleset, loads the observers for s's cgroup and arms the
+// tripwire.
+func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
+	if err := e.Check(f, s); err != nil {
+		return nil, err
+	}
+	abi := landlock.ABI()
+	lr, err := landlock.FromCell(s.Rules, s.TTYPaths)
+	if err != nil {
+		return nil, err
+	}
+	fd, flags, err := landlock.Ruleset(lr)
+	if err != nil {
+		return nil, err
+	}
+	c := &cell{s: s, abi: abi, flags: flags, ruleset: os.NewFile(uintptr(fd), "landlock-ruleset"),
+		events: make(chan verdict.Event, 4096), done: make(chan struct{})}
+	// The observers report; the tripwire reports the protected entries'
+	// changes, with what it undid, where the observers would report the
+	// same writes as reached. Landlock holds without agent-lock by
+	// construction: pinning the observers would only keep reports
+	// flowing to no one.
+	j, err := jail.Load(jail.Config{
+		CgroupID: s.Cgroup.ID, StreamInBounds: s.StreamInBounds, TTYs: s.TTYs,
+		Rules: unprotected(s.Rules), Patterns: s.Policy.Patterns(), Observe: true, Warn: s.Warn,
+	})
+	if err != nil {
+		c.ruleset.Close()
+		// Landlock would hold, but nobody would see what it refused;
+		// the promise is both.
+		return nil, fmt.Errorf("the Landlock engine's observers: %w", err)
+	}
+	c.j = j
+	if s.Loaded != nil {
+		if err := s.Loaded(j.KillSeq()); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if c.tw, err = armTripwire(s.Policy, s.Rules, s.User, s.Cgroup.Path, s.Warn); err != nil {
+		if !s.BestEffort {
+			c.Close()
+			return nil, err
+		}
+		s.Warn("--best-effort: the protected entries are not kept: %v", err)
+	}
+	var readers sync.WaitGroup
+	c.audit, c.noAudit = openAuditLog(abi)
+	if c.audit != nil {
+		readers.Go(c.readAudit)
+	}
+	readers.Go(func() { j.Stream(c.events, c.done, s.Warn) })
+	go func() {
+		readers.Wait()
+		close(c.events)
+	}()
+	return c, nil
+}
+
+// cell is a cgroup whose processes enforce the ruleset.
+type cell struct {
+	s       engine.Spec
+	j       *jail.Jail // the observers
+	ruleset *os.File
+	flags   uint32
+	abi     int
+	events  chan verdict.Event
+	done    chan struct{}
+	// audit: Landlock's own records of what it refused (audit.go), nil
+	// where there are none to read, and noAudit says why.
+	audit   *landlock.AuditLog
+	noAudit string
+	// auditEscapes counts the refusals reported from those records, which
+	// the observers' counters do not see.
+	auditEscapes atomic.Uint64
+	// auditUntil: when the audit reader stops (unix ns, 0 for not yet);
+	// agentPID: the cell's first process, whose domain is the agent's.
+	auditUntil atomic.Int64
+	agentPID   atomic.Int64
+	// tw keeps the protected entries (tripwire.go); nil with
+	// --best-effort when they could not be.
+	tw *tripwireRun
+}
+
+// unprotected are rules without their protected entries.
+func unprotected(rules []spec.Rule) []spec.Rule {
+	out := make([]spec.Rule, len(rules))
+	for i, r := range rules {
+		r.Access &^= spec.Protect
+		out[i] = r
+	}
+	return out
+}
+
+func (c *cell) About() engine.About {
+	return engine.About{Name: fmt.Sprintf("%s (ABI %d)", Name, c.abi), LoadTime: c.j.LoadTime(),
+		Limits: append(landlock.Limits(c.abi), auditLimit(c.noAudit))}
+}
+
+// Command is agent-lock itself (the running binary, through
+// /proc/self/exe, so the agent's user needs no access to where it lies),
+// which enforces the ruleset on itself and execs the agent: Go has no hook
+// between fork and exec. It also gets IPC namespaces of its own (Landlock
+// has no say over SysV IPC and POSIX message queues, which the BPF LSM
+// refuses outside the cell) and a mount namespace, for a devpts of its
+// own.
+func (c *cell) Command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd {
+	attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
+	attr.CgroupFD = c.s.Cgroup.FD
+	attr.Cloneflags |= syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
+	// For the cell's own devpts, mounted by that process before it
+	// drops every capability (landlock/pts.go).
+	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = landlock.Argv(c.flags, c.s.TTYPaths, path, argv)
+	cmd.ExtraFiles = []*os.File{c.ruleset} // fd 3: landlock.RulesetFD
+	cmd.SysProcAttr = attr
+	return cmd
+}
+
+// Env withholds the user's sockets where Landlock cannot refuse
+// connecting to them (withholdSockets).
+func (c *cell) Env(env []string) (kept, withheld []string) {
+	if c.abi >= 9 {
+		return env, nil
+	}
+	return withholdSockets(env, c.abi, c.s.AllowUnix, c.s.Warn)
+}
+
+func (c *cell) Started(pid int, w report.Writer) {
+	c.agentPID.Store(int64(pid))
+	c.tw.start(w)
+}
+
+func (c *cell) Events() <-chan verdict.Event { return c.events }
+
+// drainWait bounds how long the audit reader waits for Landlock's last
+// records once the agent is gone.
+const drainWait = time.Second
+
+func (c *cell) Drain() <-chan verdict.Event {
+	if err := c.j.Flush(); err != nil {
+		c.s.Warn("flush events: %v", err)
+		none := make(chan verdict.Event)
+		close(none)
+		return none
+	}
+	if c.audit != nil {
+		// Audit records reach us through the kernel's audit thread, a
+		// moment after the refusal: wait that moment, no more.
+		c.auditUntil.Store(time.Now().Add(drainWait).UnixNano())
+	}
+	return c.events
+}
+
+func (c *cell) Finish() (undone, left []report.Undo) { return c.tw.finish() }
+
+// Counters are the observers' tallies, with the refusals reported from
+// Landlock's audit records and the tripwire's among the escapes (the
+// observers see neither).
+func (c *cell) Counters() (verdict.Counters, error) {
+	n, err := c.j.Counters()
+	n.Escapes += c.auditEscapes.Load() + c.tw.count()
+	return n, err
+}
+
+func (c *cell) HookStats() []verdict.HookStat { return c.j.HookStats() }
+
+// GitScope: Landlock keeps no marks of what the agent made; git's files in
+// DIR that changed since the start and that the tripwire did not keep are
+// the agent's (tripwireRun.madeSince): the repositories it made. Without
+// the tripwire (--best-effort) there is no start to compare with.
+func (c *cell) GitScope(dir string, _ []string, _ uint64) *engine.GitScope {
+	if c.tw == nil {
+		return nil
+	}
+	return &engine.GitScope{Made: c.tw.madeSince, Roots: []string{dir}}
+}
+
+func (c *cell) Links() ([]*os.File, error) { return c.j.LinkFiles() }
+
+func (c *cell) Close() {
+	close(c.done)
+	c.tw.close()
+	c.ruleset.Close()
+	if c.audit != nil {
+		c.audit.Close()
+	}
+	c.j.Close()
+}
