@@ -321,7 +321,7 @@ func Limits(abi int) []string {
 		"other processes' scheduling, priority and limits (renice, taskset, chrt, ionice, prlimit)",
 		"reads and writes through hard links made before the session, to denied files too",
 		"outside processes connecting to the agent's unix sockets, and descriptors the agent receives",
-		"protected files in the project (.git/hooks, .git/config, .envrc, ...) can be changed while the agent runs (Landlock grants the directory whole): the tripwire puts DIR's back as they were and reports it, git's at any depth (a repository the agent makes is its own, checked when the session ends); git's files in the writable grants' repositories are not kept",
+		"protected files in the project (.git/hooks, .git/config, .envrc, ...) can be changed while the agent runs (Landlock grants the directory whole): the tripwire puts DIR's back as they were and reports it, git's at any depth, in DIR and in the folders granted with --allow-write (a repository the agent makes is its own, checked when the session ends)",
 		"secrets by name inside grants (*.pem, id_*, .env*, --deny PATTERN): Landlock grants by path",
 	}
 	if abi < 9 {

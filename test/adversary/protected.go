@@ -109,6 +109,32 @@ git update-index --add --cacheinfo 160000,$(git -C nest rev-parse HEAD),nest && 
 		Cmd: bash(`cd {dir} && git init -q nest && mkdir h && printf '#!/bin/sh\ntouch {home}/pwned\n' > h/pre-commit && chmod +x h/pre-commit &&
 rm -rf nest/.git/hooks && mv h nest/.git/hooks`),
 		Effect: exists("{dir}/nest/.git/hooks/pre-commit")},
+	// A repository the user granted the agent to write (--allow-write):
+	// git's files there are protected as in DIR's.
+	{Name: "git-hook-granted-repo", Family: "protected", Doc: "plant a hook in a repository the user granted with --allow-write",
+		Ops: ops("create", "write", "plant"), Path: "other/.git/hooks/pre-commit", Setup: gitGranted, Skip: missing("git"),
+		Flags: []string{"--allow-write", "{home}/other"}, Granted: []string{"other"},
+		Cmd:    bash(`printf '#!/bin/sh\ntouch {home}/pwned\n' > {home}/other/.git/hooks/pre-commit && chmod +x {home}/other/.git/hooks/pre-commit`),
+		Effect: exists("{home}/other/.git/hooks/pre-commit")},
+	{Name: "git-config-granted-nested", Family: "protected", Doc: "set core.fsmonitor in a repository nested in a granted one",
+		Ops: ops("rename", "write", "create"), Path: "other/nest/.git/config", Setup: gitGranted, Skip: missing("git"),
+		Flags: []string{"--allow-write", "{home}/other"}, Granted: []string{"other"},
+		Cmd:    bash(`git -C {home}/other/nest config core.fsmonitor 'touch {home}/pwned'`),
+		Effect: userGitRan("{home}/other/nest")},
+	{Name: "git-hook-granted-new-repo", Family: "protected", Doc: "plant a hook in a repository the agent made in a granted folder",
+		Ops: ops("create", "write", "plant"), Path: "other/fresh/.git/hooks/pre-commit", Setup: gitGranted, Skip: missing("git"),
+		Flags: []string{"--allow-write", "{home}/other"}, Granted: []string{"other"},
+		Cmd: bash(`cd {home}/other && git init -q fresh && printf '#!/bin/sh\ntouch {home}/pwned\n' > fresh/.git/hooks/pre-commit &&
+chmod +x fresh/.git/hooks/pre-commit`),
+		Effect: exists("{home}/other/fresh/.git/hooks/pre-commit")},
+}
+
+// gitGranted makes ~/other a repository of the user's, with a nested one,
+// nest, for a grant (--allow-write ~/other).
+func gitGranted(f *Fixture) error {
+	_, err := userSh(f, f.Home, gitAuthor+`git init -q -b main other && git -C other commit -q --allow-empty -m o &&
+git -C other init -q nest && git -C other/nest commit -q --allow-empty -m n`)
+	return err
 }
 
 // gitAuthor names a commit's author without a ~/.gitconfig.

@@ -4,10 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/tripwire"
 )
 
 // The Landlock engine's tripwire keeps git's files at any depth: those of
@@ -118,5 +122,45 @@ func TestGitEntries(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "a/nest/.git/index.lock"), nil, 0o644)
 	if made(link) {
 		t.Errorf("a symlink of the user's in a git directory there was at the start is taken for the agent's after a git command there")
+	}
+}
+
+// TestGrantRoots: the tripwire keeps git's files in the user's writable
+// grants (not in a profile's, a read-only grant, a grant inside DIR or one
+// inside another grant), at their top and below it.
+func TestGrantRoots(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, "project")
+	for _, d := range []string{"project/inner", "other/.git/hooks", "other/nest/.git", "other/sub", "ro/.git", ".claude/.git"} {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	p := policy.Policy{Dir: dir, Home: home, Protect: policy.Protected,
+		AllowWrite: []string{filepath.Join(home, "other"), filepath.Join(home, "other/sub"), filepath.Join(dir, "inner"), filepath.Join(home, ".claude")},
+		Allow:      []string{filepath.Join(home, "ro")},
+		Profiled:   map[string]string{filepath.Join(home, ".claude"): "profile claude"}}
+	rules := p.Rules()
+	other := filepath.Join(home, "other")
+	if got := grantRoots(p, rules); !slices.Equal(got, []string{other}) {
+		t.Errorf("grant roots %v, want [%s]", got, other)
+	}
+	kept := map[string]bool{}
+	for _, e := range TripwireEntries(p, rules) {
+		kept[filepath.Join(e.Root, e.Path)] = true
+	}
+	for _, want := range []string{".git/hooks", ".git/config", ".gitmodules"} {
+		if !kept[filepath.Join(other, want)] {
+			t.Errorf("%s is not kept", filepath.Join(other, want))
+		}
+	}
+	for p := range kept {
+		if strings.HasPrefix(p, filepath.Join(home, "ro")) || strings.HasPrefix(p, filepath.Join(home, ".claude")) {
+			t.Errorf("%s is kept: not a writable grant of the user's", p)
+		}
+	}
+	nested, _ := gitEntries(other, dir, other)
+	if !slices.ContainsFunc(nested, func(e tripwire.Entry) bool {
+		return filepath.Join(e.Root, e.Path) == filepath.Join(other, "nest/.git/config")
+	}) {
+		t.Errorf("the nested repository's config is not kept: %v", nested)
 	}
 }

@@ -214,14 +214,15 @@ func (c *cell) Counters() (verdict.Counters, error) {
 func (c *cell) HookStats() []verdict.HookStat { return c.j.HookStats() }
 
 // GitScope: Landlock keeps no marks of what the agent made; git's files in
-// DIR that changed since the start and that the tripwire did not keep are
-// the agent's (tripwireRun.madeSince): the repositories it made. Without
-// the tripwire (--best-effort) there is no start to compare with.
-func (c *cell) GitScope(dir string, _ []string, _ uint64) *engine.GitScope {
+// DIR and the user's writable grants that changed since the start and that
+// the tripwire did not keep are the agent's (tripwireRun.madeSince): the
+// repositories it made. Without the tripwire (--best-effort) there is no
+// start to compare with.
+func (c *cell) GitScope(string, []string, uint64) *engine.GitScope {
 	if c.tw == nil {
 		return nil
 	}
-	return &engine.GitScope{Made: c.tw.madeSince, Roots: []string{dir}}
+	return &engine.GitScope{Made: c.tw.madeSince, Roots: c.tw.roots}
 }
 
 func (c *cell) Links() ([]*os.File, error) { return c.j.LinkFiles() }

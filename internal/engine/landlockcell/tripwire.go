@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,13 +31,22 @@ import (
 // TripwireEntries are the entries the Landlock engine's tripwire keeps by
 // the policy: those the BPF-LSM engine protects in DIR (less --unprotect;
 // a .git may be made as a directory, as git init does, never as anything
-// else), and git's links in a linked worktree's git directory (InGit rule
-// roots). Git's files in the repositories below DIR's top are found when
-// the session starts (gitEntries).
+// else), git's at the top of every writable grant of the user's
+// (grantRoots), and git's links in a linked worktree's git directory (InGit
+// rule roots). Git's files in the repositories below DIR's top and the
+// grants' are found when the session starts (gitEntries).
 func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 	var out []tripwire.Entry
 	for _, e := range p.Protect {
 		out = append(out, tripwire.Entry{Root: p.Dir, Path: e.Path, DirOnly: e.Git && e.Path == ".git", Rule: "protected " + e.Path})
+	}
+	for _, g := range grantRoots(p, rules) {
+		for _, e := range p.Protect {
+			if e.Git {
+				out = append(out, tripwire.Entry{Root: g, Path: e.Path, DirOnly: e.Path == ".git",
+					Rule: "protected " + filepath.Join(g, e.Path)})
+			}
+		}
 	}
 	for _, r := range rules {
 		if r.Access&spec.InGit == 0 || r.Access&spec.Write == 0 || !strings.HasPrefix(r.Name, "git worktree /") {
@@ -50,6 +60,24 @@ func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 	return out
 }
 
+// grantRoots are the folders outside DIR that the user granted the agent
+// to write (--allow-write, a policy file's allow-write): the BPF LSM
+// protects git's files in their repositories as in DIR's, so the tripwire
+// keeps them. Not a profile's grants (the agent's own state, ~/.claude),
+// nor a linked worktree's git directory (kept by its links), nor a file.
+func grantRoots(p policy.Policy, rules []spec.Rule) []string {
+	var out []string
+	for _, r := range rules {
+		if r.Access&spec.Write == 0 || r.Access&spec.Grant == 0 || r.Access&(spec.Named|spec.InGit) != 0 ||
+			spec.Under(r.Path, p.Dir) || p.Protect == nil ||
+			slices.ContainsFunc(out, func(o string) bool { return spec.Under(r.Path, o) }) {
+			continue
+		}
+		out = append(out, r.Path)
+	}
+	return out
+}
+
 // tripwireRun is a session's tripwire: the watcher, the escapes it
 // reported, what became of each entry path (for the summary), and the
 // changes found before the start record was written (reports begin with
@@ -57,10 +85,12 @@ func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 type tripwireRun struct {
 	w *tripwire.Watcher
 	// kept are the entries' paths; since is when the recording began.
-	// A git file in DIR that is none of them and changed since (a
-	// repository the agent made, git init at DIR's top included) is the
-	// agent's: gitcheck judges it when the cell is dead (madeSince).
+	// A git file in DIR or a writable grant (roots) that is none of them
+	// and changed since (a repository the agent made, git init at DIR's
+	// top included) is the agent's: gitcheck judges it when the cell is
+	// dead (madeSince).
 	kept  []keptPath
+	roots []string
 	since time.Time
 	// gitDirs are the git directories (.git folders) there were at the
 	// start, by path, with their inode then.
@@ -101,9 +131,10 @@ const maxGitRepos = 64
 // name at any depth and policy.Protected names at DIR's top only: those of
 // the repositories below DIR's top (a .git folder, or a .git file, which
 // names one), and the links of the linked worktrees and submodules in
-// every git directory found, DIR's own included. It runs as the user, and
-// returns how many repositories it left out past maxGitRepos.
-func gitEntries(dir string) (out []tripwire.Entry, more int) {
+// every git directory found, DIR's own included. It leaves out the trees
+// of skip (the other roots' own). It runs as the user, and returns how
+// many repositories it left out past maxGitRepos.
+func gitEntries(dir string, skip ...string) (out []tripwire.Entry, more int) {
 	var repos int
 	add := func(path, rule string, dirOnly bool) {
 		out = append(out, tripwire.Entry{Root: dir, Path: path, DirOnly: dirOnly, Rule: "protected " + rule})
@@ -134,6 +165,9 @@ func gitEntries(dir string) (out []tripwire.Entry, more int) {
 		links(".git")
 	}
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && p != dir && slices.Contains(skip, p) {
+			return fs.SkipDir
+		}
 		if err != nil || d.Name() != ".git" {
 			return nil
 		}
@@ -254,25 +288,27 @@ const maxUndoPaths = 1000
 // would not be kept.
 func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, warn func(format string, args ...any)) (*tripwireRun, error) {
 	// A second of margin: a file system's clock is coarser than ours.
-	t := &tripwireRun{warn: warn, since: time.Now().Add(-time.Second)}
+	t := &tripwireRun{warn: warn, since: time.Now().Add(-time.Second), gitDirs: map[string]uint64{}}
 	entries := TripwireEntries(p, rules)
-	dotgit := filepath.Join(p.Dir, ".git")
-	var nested []tripwire.Entry
-	var more int
-	err := asuser.Do(id, func() error {
-		nested, more = gitEntries(p.Dir)
-		t.gitDirs = gitDirInodes(p.Dir, nested)
-		_, err := os.Lstat(dotgit)
-		return err
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		entries = slices.DeleteFunc(entries, func(e tripwire.Entry) bool {
-			return e.Root == p.Dir && strings.HasPrefix(e.Path, ".git/")
+	t.roots = append([]string{p.Dir}, grantRoots(p, rules)...)
+	for _, root := range t.roots {
+		var nested []tripwire.Entry
+		var more int
+		err := asuser.Do(id, func() error {
+			nested, more = gitEntries(root, t.roots...)
+			maps.Copy(t.gitDirs, gitDirInodes(root, nested))
+			_, err := os.Lstat(filepath.Join(root, ".git"))
+			return err
 		})
-	}
-	entries = append(entries, nested...)
-	if more > 0 {
-		warn("git's files in %d more repositories below %s are not kept (the tripwire keeps %d): the check at the session's end looks at what changed there", more, p.Dir, maxGitRepos)
+		if errors.Is(err, fs.ErrNotExist) {
+			entries = slices.DeleteFunc(entries, func(e tripwire.Entry) bool {
+				return e.Root == root && strings.HasPrefix(e.Path, ".git/")
+			})
+		}
+		entries = append(entries, nested...)
+		if more > 0 {
+			warn("git's files in %d more repositories below %s are not kept (the tripwire keeps %d): the check at the session's end looks at what changed there", more, root, maxGitRepos)
+		}
 	}
 	for _, e := range entries {
 		t.kept = append(t.kept, keptPath{filepath.Join(e.Root, e.Path), e.DirOnly})
