@@ -143,19 +143,21 @@ func (b *Board) Add(e report.Event) {
 		b.nRecent++
 		return
 	}
+	// A report stands for the repeats the kernel coalesced into it too.
+	n := 1 + uint64(e.Repeats)
 	switch e.Verdict {
 	case report.Allowed:
-		b.Reached++
+		b.Reached += n
 	case report.Undone:
-		b.Undone++
+		b.Undone += n
 	default:
-		b.Blocked++
+		b.Blocked += n
 	}
 	b.recent[b.nRecent%maxRecent] = e
 	b.nRecent++
 	b.escapes[b.nEscapes%maxRecentEscapes] = e
 	b.nEscapes++
-	b.tick(e.Time, 1)
+	b.tick(e.Time, n)
 	if e.Time.After(b.lastEvent) {
 		b.lastEvent = e.Time
 	}
@@ -169,8 +171,8 @@ func (b *Board) Add(e report.Event) {
 		t = &Target{Path: e.Path, First: e.Time, Ops: make(map[string]uint64)}
 		b.targets[e.Path] = t
 	}
-	t.Count++
-	t.Ops[e.Op]++
+	t.Count += n
+	t.Ops[e.Op] += n
 	t.Sensitive = t.Sensitive || e.Sensitive
 	if e.Rule != "" {
 		t.Rule = e.Rule

@@ -269,3 +269,18 @@ func TestOpensJoinOnlyTheLiveStream(t *testing.T) {
 		t.Errorf("the live panel does not show the open:\n%s", s)
 	}
 }
+
+// TestBoardCountsRepeats: a report the kernel coalesced repeats into
+// counts as that many escapes, in the totals and on its target.
+func TestBoardCountsRepeats(t *testing.T) {
+	b := NewBoard(0)
+	b.Add(report.Event{Time: t0, PID: 7, Comm: "loop", Op: "read", Path: "/home/alice/.ssh/id_rsa", Verdict: report.Blocked})
+	b.Add(report.Event{Time: t0.Add(time.Second), PID: 7, Comm: "loop", Op: "read", Path: "/home/alice/.ssh/id_rsa",
+		Verdict: report.Blocked, Repeats: 999})
+	if b.Blocked != 1001 || b.Escapes() != 1001 {
+		t.Errorf("blocked %d, escapes %d; want 1001", b.Blocked, b.Escapes())
+	}
+	if ts := b.Targets(); len(ts) != 1 || ts[0].Count != 1001 || ts[0].Ops["read"] != 1001 {
+		t.Errorf("targets %+v", ts)
+	}
+}

@@ -86,7 +86,11 @@ func (m *Model) escapeLine(e report.Event) string {
 	if e.Path2 != "" {
 		path += " → " + tilde(e.Path2, m.home)
 	}
-	return style.Render(fmt.Sprintf("%s %s %s %s ", clock(e.Time), verdict, clean(e.Op), actor(e.Comm, e.PID))) + path + fire(e.Sensitive)
+	line := style.Render(fmt.Sprintf("%s %s %s %s ", clock(e.Time), verdict, clean(e.Op), actor(e.Comm, e.PID))) + path + fire(e.Sensitive)
+	if e.Repeats > 0 {
+		line += dim.Render(fmt.Sprintf(" ×%s", count(1+uint64(e.Repeats))))
+	}
+	return line
 }
 
 // hint is the live view's last word: how to reach the dashboard, or that

@@ -133,6 +133,7 @@ func (j *Jail) decode(raw []byte) (Event, error) {
 		TargetPID:  e.TargetPid,
 		Detail:     e.Detail,
 		Comm:       j.comm(e.Comm),
+		Repeats:    e.Repeats,
 	}
 	if ev.Op == "" {
 		ev.Op = "op" + strconv.Itoa(int(e.Op))

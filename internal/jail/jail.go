@@ -735,6 +735,7 @@ func (j *Jail) Counters() (Counters, error) {
 		{jailAlCounterCNT_LOST, &c.Lost},
 		{jailAlCounterCNT_FORK_DENIED, &c.ForkDenied},
 		{jailAlCounterCNT_GIT_MADE, &c.GitMade},
+		{jailAlCounterCNT_REPEATS, &c.Repeats},
 	} {
 		v, err := get(f.slot)
 		if err != nil {

@@ -31,7 +31,8 @@ const (
 	jailAlCounterCNT_LOST        jailAlCounter = 3
 	jailAlCounterCNT_FORK_DENIED jailAlCounter = 4
 	jailAlCounterCNT_GIT_MADE    jailAlCounter = 5
-	jailAlCounterCNT_MAX         jailAlCounter = 6
+	jailAlCounterCNT_REPEATS     jailAlCounter = 6
+	jailAlCounterCNT_MAX         jailAlCounter = 7
 )
 
 type jailAlOp uint32
@@ -100,10 +101,12 @@ type jailEvent struct {
 	TargetPid uint32
 	Detail    uint32
 	Rule      uint32
+	Repeats   uint32
 	PathLen   uint16
 	Path2Len  uint16
 	Comm      [16]int8
 	Path      [8192]int8
+	_         [4]byte
 }
 
 type jailGitclass struct {
@@ -180,6 +183,27 @@ type jailRegistration struct {
 	_       [4]byte
 }
 
+type jailRepeat struct {
+	_       structs.HostLayout
+	Until   uint64
+	Pending uint64
+}
+
+type jailRepeatKey struct {
+	_         structs.HostLayout
+	D1        uint64
+	D2        uint64
+	Ino       uint64
+	Tgid      uint32
+	Op        uint32
+	Class     uint32
+	Flags     uint32
+	Rule      uint32
+	TargetPid uint32
+	Detail    uint32
+	Pad       uint32
+}
+
 type jailRule struct {
 	_     structs.HostLayout
 	Flags uint32
@@ -197,6 +221,7 @@ type jailRuleKey struct {
 
 type jailScratch struct {
 	_        structs.HostLayout
+	Rk       jailRepeatKey
 	Buf      [8192]int8
 	NbDentry uint64
 	NbPos    uint32
@@ -222,6 +247,7 @@ const (
 	jailMapPendings               = "pendings"
 	jailMapProtect                = "protect"
 	jailMapReg                    = "reg"
+	jailMapRepeats                = "repeats"
 	jailMapRules                  = "rules"
 	jailMapScratch                = "scratch"
 	jailProgBpf                   = "bpf"
@@ -422,6 +448,7 @@ type jailMapSpecs struct {
 	Pendings   *ebpf.MapSpec `ebpf:"pendings"`
 	Protect    *ebpf.MapSpec `ebpf:"protect"`
 	Reg        *ebpf.MapSpec `ebpf:"reg"`
+	Repeats    *ebpf.MapSpec `ebpf:"repeats"`
 	Rules      *ebpf.MapSpec `ebpf:"rules"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 }
@@ -476,6 +503,7 @@ type jailMaps struct {
 	Pendings   *ebpf.Map `ebpf:"pendings"`
 	Protect    *ebpf.Map `ebpf:"protect"`
 	Reg        *ebpf.Map `ebpf:"reg"`
+	Repeats    *ebpf.Map `ebpf:"repeats"`
 	Rules      *ebpf.Map `ebpf:"rules"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 }
@@ -496,6 +524,7 @@ func (m *jailMaps) Close() error {
 		m.Pendings,
 		m.Protect,
 		m.Reg,
+		m.Repeats,
 		m.Rules,
 		m.Scratch,
 	)

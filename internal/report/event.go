@@ -79,6 +79,10 @@ type Event struct {
 	// covers the target (outside every grant) or the kind of operation
 	// decided (ptrace, signals, mounts).
 	Rule string
+	// Repeats is how many times the same escape was refused since it was
+	// last reported, which this report stands for too: the kernel
+	// coalesces repeats within a tenth of a second.
+	Repeats uint32
 	// Host, Addr and Port are a network reach's (ops connect, send,
 	// resolve): the name asked for or carried (TLS SNI, HTTP Host) or
 	// that the address was handed out for, the address, the port. Path
@@ -96,6 +100,10 @@ type Summary struct {
 	System   uint64 // operations on system paths the policy allows
 	Escapes  uint64 // out-of-bounds operations, blocked or (in audit) allowed
 	Lost     uint64 // events the ring buffer dropped; non-zero means the report is incomplete
+	// Repeats are the escapes coalesced into an earlier report of the
+	// same one: among Escapes, not reported one by one. Escapes is the
+	// reported escapes plus Repeats plus Lost.
+	Repeats  uint64
 	Duration time.Duration
 	// Hooks is the kernel's own account of the programs' runs and time,
 	// when its BPF statistics are on (sysctl kernel.bpf_stats_enabled=1,

@@ -57,6 +57,7 @@ type jsonEvent struct {
 	Verdict   Verdict    `json:"verdict"`
 	Sensitive bool       `json:"sensitive,omitempty"`
 	Rule      string     `json:"rule,omitempty"`
+	Repeats   uint32     `json:"repeats,omitempty"`
 	Host      string     `json:"host,omitempty"`
 	Addr      string     `json:"addr,omitempty"`
 	Port      uint16     `json:"port,omitempty"`
@@ -70,6 +71,7 @@ type jsonSummary struct {
 	System     uint64     `json:"system"`
 	Escapes    uint64     `json:"escapes"`
 	Lost       uint64     `json:"lost"`
+	Repeats    uint64     `json:"repeats,omitempty"`
 	DurationMS int64      `json:"duration_ms"`
 	Hooks      []jsonHook `json:"hooks,omitempty"`
 	Undone     []jsonUndo `json:"undone,omitempty"`
@@ -219,6 +221,7 @@ func (j *jsonWriter) event(t RecordType, e Event) error {
 		Verdict:   e.Verdict,
 		Sensitive: e.Sensitive,
 		Rule:      e.Rule,
+		Repeats:   e.Repeats,
 		Host:      e.Host,
 		Addr:      e.Addr,
 		Port:      e.Port,
@@ -239,6 +242,7 @@ func (j *jsonWriter) Summary(s Summary) error {
 		System:     s.System,
 		Escapes:    s.Escapes,
 		Lost:       s.Lost,
+		Repeats:    s.Repeats,
 		DurationMS: s.Duration.Milliseconds(),
 		Undone:     undos(s.Undone),
 		Left:       undos(s.LeftChanged),
@@ -453,7 +457,7 @@ func (je jsonEvent) model() (Event, error) {
 	e := Event{
 		Time: t, PID: je.PID, TID: je.TID, Op: je.Op,
 		TargetPID: je.TargetPID, Verdict: je.Verdict, Sensitive: je.Sensitive,
-		Rule: je.Rule, Host: je.Host, Addr: je.Addr, Port: je.Port,
+		Rule: je.Rule, Repeats: je.Repeats, Host: je.Host, Addr: je.Addr, Port: je.Port,
 	}
 	if e.Comm, err = raw("comm", je.Comm, je.CommB64); err != nil {
 		return Event{}, err
@@ -478,7 +482,7 @@ func (js jsonSummary) model() (Summary, error) {
 	}
 	s := Summary{
 		Time: t, ExitCode: js.ExitCode, InBounds: js.InBounds, System: js.System,
-		Escapes: js.Escapes, Lost: js.Lost, Duration: time.Duration(js.DurationMS) * time.Millisecond,
+		Escapes: js.Escapes, Lost: js.Lost, Repeats: js.Repeats, Duration: time.Duration(js.DurationMS) * time.Millisecond,
 		Hooks: hooks,
 	}
 	for _, u := range js.Undone {

@@ -112,8 +112,9 @@ func TestJSONRoundTrip(t *testing.T) {
 		{Time: t0, PID: 8, TID: 8, Comm: "sh", Op: "create", Path: "/日本語/🔥", Verdict: Blocked},
 		{Time: t0, PID: 9, TID: 9, Comm: "sh", Op: "create", Path: "/p/.git/hooks/pre-commit", Verdict: Blocked, Rule: "protected .git/hooks"},
 		{Time: t0, PID: 10, TID: 10, Comm: "git", Op: "rename", Path: "/p/.git/config", Verdict: Undone, Rule: "protected .git/config"},
+		{Time: t0, PID: 11, TID: 11, Comm: "storm", Op: "read", Path: "/home/a/.ssh/id_rsa", Verdict: Blocked, Repeats: 16000},
 	}
-	summary := Summary{Time: t0.Add(time.Minute), ExitCode: 137, InBounds: 1 << 40, System: 9, Escapes: 7, Lost: 2, Duration: time.Minute,
+	summary := Summary{Time: t0.Add(time.Minute), ExitCode: 137, InBounds: 1 << 40, System: 9, Escapes: 16009, Lost: 2, Repeats: 16000, Duration: time.Minute,
 		Hooks: []HookStat{{Name: "file_open", Runs: 200000, Time: 1500 * time.Millisecond}, {Name: "inode_permission", Runs: 3, Time: 1200}},
 		Undone: []Undo{{Path: "/p/.git/config", Rule: "protected .git/config", Op: "rename", Count: 2, Action: "put back as it was"},
 			{Path: "/p/.envrc\xff", Rule: "protected .envrc", Op: "create", Count: 1, Action: "removed"}},

@@ -65,11 +65,12 @@ func NewTally(maxEntries int) *Tally {
 	return &Tally{max: maxEntries}
 }
 
-// Add counts one event.
+// Add counts one event, and the repeats the kernel coalesced into it.
 func (t *Tally) Add(e Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.total++
+	n := 1 + uint64(e.Repeats)
+	t.total += n
 	k := key{e.Path, e.Op}
 	en := t.entries[k]
 	if en == nil {
@@ -80,7 +81,7 @@ func (t *Tally) Add(e Event) {
 			t.entries = make(map[key]*Entry)
 		}
 		if len(t.entries) >= t.max {
-			t.other.Count++
+			t.other.Count += n
 			widen(&t.other.First, &t.other.Last, e.Time)
 			return
 		}
@@ -90,7 +91,7 @@ func (t *Tally) Add(e Event) {
 		en = &Entry{Path: k.path, Op: k.op, First: e.Time, Last: e.Time}
 		t.entries[k] = en
 	}
-	en.Count++
+	en.Count += n
 	widen(&en.First, &en.Last, e.Time)
 	en.Sensitive = en.Sensitive || e.Sensitive
 	for _, a := range en.Actors {

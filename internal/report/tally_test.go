@@ -46,6 +46,11 @@ func TestTally(t *testing.T) {
 	if tl.Total() != 9 || tl.Len() != 5 || tl.Other() != (Other{}) {
 		t.Errorf("total %d len %d other %+v", tl.Total(), tl.Len(), tl.Other())
 	}
+	// A report the kernel coalesced repeats into counts them all.
+	tl.Add(Event{Time: at(10), PID: 1, Comm: "cat", Op: "read", Path: "/k", Repeats: 41})
+	if got := tl.Top(1)[0].Count; got != 4+1+41 || tl.Total() != 9+42 {
+		t.Errorf("after a report with 41 repeats: /k counts %d, total %d; want 46 and 51", got, tl.Total())
+	}
 
 	// Top hands out copies.
 	top := tl.Top(1)

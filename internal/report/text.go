@@ -134,6 +134,9 @@ func (t *textWriter) Escape(e Event) error {
 		if e.Sensitive {
 			b = append(b, " 🔥sensitive"...)
 		}
+		if e.Repeats > 0 {
+			b = fmt.Appendf(b, " (and %d times since its last report)", e.Repeats)
+		}
 		return b
 	})
 }
@@ -153,6 +156,9 @@ func (t *textWriter) Summary(s Summary) error {
 			s.InBounds, s.System, s.Lost)
 		if s.Lost > 0 {
 			b = append(b, " (incomplete: the kernel's ring buffer overflowed)"...)
+		}
+		if s.Repeats > 0 {
+			b = fmt.Appendf(b, "; %d of the escapes were repeats, counted, not listed one by one", s.Repeats)
 		}
 		b = appendUndos(b, "\n  undone (put back as they were): ", s.Undone)
 		b = appendUndos(b, "\n  LEFT CHANGED (could not be put back): ", s.LeftChanged)

@@ -338,7 +338,7 @@ func (r *run) finish(status int) error {
 	}
 	rep.Summary(report.Summary{
 		Time: time.Now(), ExitCode: status, InBounds: n.InBounds, System: n.System,
-		Escapes: n.Escapes, Lost: n.Lost, Duration: time.Since(r.began), Hooks: hooks,
+		Escapes: n.Escapes, Lost: n.Lost, Repeats: n.Repeats, Duration: time.Since(r.began), Hooks: hooks,
 		Undone: undone, LeftChanged: left,
 	})
 	return nil

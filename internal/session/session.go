@@ -123,6 +123,7 @@ func writeEvent(w report.Writer, ev verdict.Event, opens *sampler) {
 		Path: ev.Path, Path2: ev.Path2, TargetPID: ev.TargetPID,
 		Sensitive: report.Sensitive(ev.Path) || (ev.Path2 != "" && report.Sensitive(ev.Path2)),
 		Rule:      ev.Rule,
+		Repeats:   ev.Repeats,
 	}
 	switch {
 	case ev.InBounds:

@@ -24,6 +24,10 @@ type Event struct {
 	TargetPID  uint32
 	Detail     uint32 // signal number, ioctl request, ptrace mode
 	Comm       string
+	// Repeats is how many times the same escape (process, operation,
+	// target, verdict) was refused since it was last reported: the kernel
+	// coalesces a storm of one refusal into a report now and then.
+	Repeats uint32
 }
 
 // Counters are totals kept by the kernel, summed over CPUs.
@@ -33,12 +37,15 @@ type Counters struct {
 	// in folders it made (jail.h CNT_GIT_MADE): what the user's git may
 	// run from them is to be checked when the session ends.
 	GitMade uint64
+	// Repeats counts the escapes coalesced into an earlier report (among
+	// Escapes, not reported one by one).
+	Repeats uint64
 }
 
 // Sub returns c - o.
 func (c Counters) Sub(o Counters) Counters {
 	return Counters{c.InBounds - o.InBounds, c.System - o.System, c.Escapes - o.Escapes,
-		c.Lost - o.Lost, c.ForkDenied - o.ForkDenied, c.GitMade - o.GitMade}
+		c.Lost - o.Lost, c.ForkDenied - o.ForkDenied, c.GitMade - o.GitMade, c.Repeats - o.Repeats}
 }
 
 // HookStat is one program's runs and total time.

@@ -29,6 +29,9 @@ type Record struct {
 	Verdict   string `json:"verdict"`
 	Sensitive bool   `json:"sensitive"`
 	Rule      string `json:"rule"`
+	// Repeats: in an escape, the same escape's repeats since its last
+	// report; in a summary, all the repeats the kernel coalesced.
+	Repeats int64 `json:"repeats"`
 	// A network reach's name, address and port.
 	Host string `json:"host"`
 	Addr string `json:"addr"`

@@ -92,6 +92,8 @@ struct event {
 	__u32 rule;        /* the rule that decided: a rule root's id, PROT_RULE + a
 	                    * protected entry's node, or 0 (no rule: outside them all,
 	                    * or decided by the kind of target) */
+	__u32 repeats;     /* the same escape's repeats coalesced since it was last
+	                    * reported (report_rep) */
 	__u16 path_len;
 	__u16 path2_len;
 	char comm[16];
@@ -107,6 +109,7 @@ enum al_counter {
 	CNT_FORK_DENIED, /* forks refused: clone3(CLONE_INTO_CGROUP) from the jail */
 	CNT_GIT_MADE,    /* git command files made in folders the jail made (check_name):
 	                  * agent-lock checks them when the session ends */
+	CNT_REPEATS,     /* escapes coalesced into an earlier report (report_rep) */
 	CNT_MAX,
 };
 

@@ -137,7 +137,45 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/*
+ * Repeats: the same escape (process, operation, target, verdict) within
+ * REPEAT_NS of its last report is counted, not reported again; the next
+ * report of it after that says how many it stands for. A storm of one
+ * refusal then cannot fill the ring and crowd out the others. Only escapes
+ * whose targets are dentries are coalesced: a name as the process gave it
+ * (rep.uname) lives in its memory, where one buffer holds many names, and
+ * coalescing by its address would let an agent hide one refusal's name
+ * behind another's.
+ */
+#define REPEAT_NS (100 * 1000 * 1000ULL)
+
+struct repeat_key {
+	__u64 d1, d2;
+	__u64 ino;   /* d1's inode: its dentry pointer alone could be reused */
+	__u32 tgid;
+	__u32 op;
+	__u32 class;
+	__u32 flags;
+	__u32 rule;
+	__u32 target_pid;
+	__u32 detail;
+	__u32 pad;
+};
+
+struct repeat {
+	__u64 until;   /* repeats before this are counted, not reported */
+	__u64 pending; /* counted since the last report */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct repeat_key);
+	__type(value, struct repeat);
+} repeats SEC(".maps");
+
 struct scratch {
+	struct repeat_key rk; /* report_rep's key, off the stack */
 	char buf[2 * PATH_BYTES];
 	__u64 nb_dentry; /* path building: the next dentry to name */
 	__u32 nb_pos;    /* where its name ends in buf */

@@ -82,6 +82,32 @@ static __always_inline __u32 dentry_dev(__u64 dentry)
 	return BPF_CORE_READ(d, d_sb, s_dev);
 }
 
+/* repeated says whether the escape in s->rk was reported less than
+ * REPEAT_NS ago: then it is counted as a repeat and not reported. Otherwise
+ * *n is how many repeats its report stands for, and the window starts. */
+static __always_inline int repeated(struct scratch *s, __u64 now, __u32 *n)
+{
+	struct repeat *rp = bpf_map_lookup_elem(&repeats, &s->rk);
+	struct repeat fresh = {};
+
+	if (rp && now < rp->until) {
+		__sync_fetch_and_add(&rp->pending, 1);
+		count(CNT_REPEATS);
+		return 1;
+	}
+	if (rp) {
+		/* A repeat counted on another CPU between these two lines is
+		 * missing from *n, never from CNT_REPEATS. */
+		*n = (__u32)rp->pending;
+		rp->pending = 0;
+		rp->until = now + REPEAT_NS;
+		return 0;
+	}
+	fresh.until = now + REPEAT_NS;
+	bpf_map_update_elem(&repeats, &s->rk, &fresh, BPF_ANY);
+	return 0;
+}
+
 /*
  * Streams one decision. d1/d2 are dentries (0 for none). Returns 1 when the
  * operation is to be refused, 0 in audit mode and for in-bounds reports.
@@ -106,7 +132,7 @@ struct rep {
 
 __noinline int report_rep(struct rep *r)
 {
-	__u32 zero = 0, n1 = 0, n2 = 0, flags;
+	__u32 zero = 0, n1 = 0, n2 = 0, flags, coalesce = 0;
 	__u64 d1, d2, uname;
 	struct scratch *s;
 	__u64 id = bpf_get_current_pid_tgid();
@@ -133,6 +159,23 @@ __noinline int report_rep(struct rep *r)
 	if (!s)
 		goto lost;
 	s->ev.ts_ns = bpf_ktime_get_ns();
+	s->ev.repeats = 0;
+	coalesce = !(flags & EV_INBOUNDS) && !uname;
+	if (coalesce) {
+		__builtin_memset(&s->rk, 0, sizeof(s->rk));
+		s->rk.d1 = d1;
+		s->rk.d2 = d2;
+		s->rk.ino = d1 ? BPF_CORE_READ((struct dentry *)d1, d_inode, i_ino) : 0;
+		s->rk.tgid = id >> 32;
+		s->rk.op = r->op;
+		s->rk.class = r->class;
+		s->rk.flags = flags;
+		s->rk.rule = r->rule;
+		s->rk.target_pid = r->target_pid;
+		s->rk.detail = r->detail;
+		if (repeated(s, s->ev.ts_ns, &s->ev.repeats))
+			goto out;
+	}
 	s->ev.pid = id >> 32;
 	s->ev.tid = (__u32)id;
 	s->ev.uid = (__u32)bpf_get_current_uid_gid();
@@ -174,6 +217,13 @@ __noinline int report_rep(struct rep *r)
 lost:
 	if (!(flags & EV_INBOUNDS))
 		count(CNT_LOST);
+	if (coalesce && s) {
+		/* Not reported: the next one is, not counted as its repeat. */
+		struct repeat *rp = bpf_map_lookup_elem(&repeats, &s->rk);
+
+		if (rp)
+			rp->until = 0;
+	}
 out:
 	return (flags & EV_DENIED) ? 1 : 0;
 }

@@ -1,0 +1,71 @@
+package jail_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestRepeatsCoalesced: one process refused the same open 500 times in a
+// row is reported a few times, each report saying how many repeats it
+// stands for; the counters still count every one (escapes = reports +
+// repeats + lost). Another file, and the same file from another process,
+// are reported on their own: a repeat is the same process, operation and
+// target.
+func TestRepeatsCoalesced(t *testing.T) {
+	c := newCell(t, false)
+	secret := filepath.Join(c.out, "secret")
+	other := filepath.Join(c.out, "other")
+	if err := os.WriteFile(other, []byte("other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.j.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// `true < FILE` opens FILE in the shell itself: one process
+	// throughout (not `:`, a special builtin: its failed redirection
+	// would end the shell).
+	if out, err := c.run(`i=0; while [ $i -lt 500 ]; do true 2>/dev/null < "$OUT/secret"; i=$((i+1)); done
+		true 2>/dev/null < "$OUT/other"; cat "$OUT/secret" 2>/dev/null; echo done`); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	evs := c.events()
+	after, err := c.j.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := after.Sub(before)
+	var shell, shellRepeats, cat, others int
+	for _, ev := range evs {
+		switch {
+		case ev.Path == other:
+			others++
+		case ev.Path == secret && ev.Comm == "cat":
+			cat++
+		case ev.Path == secret:
+			shell++
+			shellRepeats += int(ev.Repeats)
+		}
+	}
+	t.Logf("500 refused opens of one file by one process: %d reports carrying %d repeats; counters: %d escapes, %d repeats, %d lost",
+		shell, shellRepeats, n.Escapes, n.Repeats, n.Lost)
+	if n.Lost != 0 {
+		t.Fatalf("%d reports lost: the test cannot tell", n.Lost)
+	}
+	if n.Escapes != 500+1+1 {
+		t.Errorf("the counters count %d escapes, want 502: every refusal is counted", n.Escapes)
+	}
+	if shell == 0 || shell >= 500 || n.Repeats == 0 {
+		t.Errorf("%d reports of 500 refusals and %d repeats counted: repeats are not coalesced", shell, n.Repeats)
+	}
+	if uint64(shell)+n.Repeats != 500 {
+		t.Errorf("%d reports + %d repeats != 500 refusals", shell, n.Repeats)
+	}
+	if uint64(shellRepeats) > n.Repeats {
+		t.Errorf("the reports carry %d repeats, more than the %d counted", shellRepeats, n.Repeats)
+	}
+	if others != 1 || cat != 1 {
+		t.Errorf("the other file reported %d times and the same file from another process %d times, want 1 and 1", others, cat)
+	}
+}
