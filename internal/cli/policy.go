@@ -183,7 +183,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "note      %s\n", n)
 	}
 	if shown == session.EngineLandlock {
-		landlockPolicy(stdout, plan, o, abi, tilde)
+		landlockPolicy(stdout, plan, o, abi, tilde, agent.ID())
 	} else {
 		bpfPolicy(stdout, plan, tilde)
 	}
@@ -249,7 +249,7 @@ func bpfPolicy(stdout io.Writer, plan session.Plan, tilde func(string) string) {
 // landlockPolicy prints the cell as the Landlock engine enforces it on a
 // kernel with ABI abi: what its ruleset grants, what it cannot do and
 // refuses at start, what its tripwire keeps, what it leaves open.
-func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, tilde func(string) string) {
+func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, tilde func(string) string, id asuser.ID) {
 	fmt.Fprintf(stdout, "\nrules (Landlock's, at ABI %d; a file gets what the rules above it grant, together; a denial is carved out of them):\n", abi)
 	for _, r := range plan.Policy.Rules() {
 		rights, note := landlock.Describe(r, abi)
@@ -304,7 +304,22 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 			fmt.Fprintf(stdout, "    %s\n", e.Path)
 		}
 	}
-	fmt.Fprintln(stdout, "  not git's files in repositories below the project's top (the BPF-LSM engine protects those at any depth)")
+	var repos []string
+	var more int
+	// As the user: the walk reads the user's folders.
+	if err := asuser.Do(id, func() error {
+		repos, more = landlockcell.Repositories(plan.Policy, plan.Policy.Rules())
+		return nil
+	}); err != nil {
+		fmt.Fprintf(stdout, "  (the repositories below them could not be listed: %v)\n", err)
+	}
+	fmt.Fprintf(stdout, "  and git's files in the repositories below those tops, as found when a session starts (now %d):\n", len(repos))
+	for _, r := range repos {
+		fmt.Fprintf(stdout, "    %s\n", tilde(r))
+	}
+	if more > 0 {
+		fmt.Fprintf(stdout, "    and %d more, not kept (the check at the session's end looks at what changed there)\n", more)
+	}
 	if abi < 9 {
 		fmt.Fprintf(stdout, "\nunix sockets: at ABI %d Landlock cannot refuse connecting to one by path; %s are withheld from the agent unless their socket is granted (--allow-unix)\n",
 			abi, strings.Join(secretenv.SocketVars, ", "))

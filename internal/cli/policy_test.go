@@ -95,6 +95,7 @@ func TestApplyPolicyFiles(t *testing.T) {
 func TestPolicyLandlock(t *testing.T) {
 	dir := t.TempDir()
 	os.Mkdir(filepath.Join(dir, "data"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "lib/nest/.git/hooks"), 0o755)
 	run := func(args ...string) string {
 		var out, errs strings.Builder
 		if code := policyCmd(append(args, dir, "--", "true"), &out, &errs); code != 0 {
@@ -112,7 +113,7 @@ func TestPolicyLandlock(t *testing.T) {
 		"asked, and refused at start",
 		`--deny "*.db": Landlock grants by path`,
 		"--deny " + filepath.Join(dir, "data") + " lies inside the project directory",
-		"protected (the tripwire", "not git's files in repositories below",
+		"protected (the tripwire", "git's files in the repositories below those tops, as found when a session starts (now 1):\n    " + filepath.Join(dir, "lib/nest") + "\n",
 		"left open on this kernel",
 	} {
 		if !strings.Contains(ll, want) {

@@ -60,6 +60,24 @@ func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 	return out
 }
 
+// Repositories are the repositories below the tops of DIR and of the
+// user's writable grants whose git files a session starting now would
+// keep (gitEntries), and how many more it would leave out. It reads the
+// user's folders: the caller runs it as the user.
+func Repositories(p policy.Policy, rules []spec.Rule) (repos []string, more int) {
+	roots := append([]string{p.Dir}, grantRoots(p, rules)...)
+	for _, root := range roots {
+		entries, m := gitEntries(root, roots...)
+		more += m
+		for _, e := range entries {
+			if e.DirOnly && filepath.Base(e.Path) == ".git" {
+				repos = append(repos, filepath.Dir(filepath.Join(e.Root, e.Path)))
+			}
+		}
+	}
+	return repos, more
+}
+
 // grantRoots are the folders outside DIR that the user granted the agent
 // to write (--allow-write, a policy file's allow-write): the BPF LSM
 // protects git's files in their repositories as in DIR's, so the tripwire
