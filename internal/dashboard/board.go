@@ -75,6 +75,8 @@ type Board struct {
 	// Undone counts the changes to protected entries the Landlock
 	// engine's tripwire put back.
 	Undone uint64
+	// repeatsSeen are the repeats the events carried (report.Event.Repeats).
+	repeatsSeen uint64
 
 	maxPaths int
 	targets  map[string]*Target
@@ -131,6 +133,18 @@ func (b *Board) Apply(r report.Record) {
 		s := *r.Summary
 		b.Summary = &s
 		b.InBounds, b.System = s.InBounds, s.System
+		// The repeats the kernel counted after their escape's last
+		// report are in no event: counted here, as what the session
+		// did with them (no target: which one they repeated is in no
+		// record).
+		if s.Repeats > b.repeatsSeen {
+			if b.Audit() {
+				b.Reached += s.Repeats - b.repeatsSeen
+			} else {
+				b.Blocked += s.Repeats - b.repeatsSeen
+			}
+			b.repeatsSeen = s.Repeats
+		}
 	}
 }
 
@@ -145,6 +159,7 @@ func (b *Board) Add(e report.Event) {
 	}
 	// A report stands for the repeats the kernel coalesced into it too.
 	n := 1 + uint64(e.Repeats)
+	b.repeatsSeen += uint64(e.Repeats)
 	switch e.Verdict {
 	case report.Allowed:
 		b.Reached += n
@@ -182,11 +197,11 @@ func (b *Board) Add(e report.Event) {
 	}
 	switch e.Verdict {
 	case report.Allowed:
-		t.Reached++
+		t.Reached += n
 	case report.Undone:
-		t.Undone++
+		t.Undone += n
 	default:
-		t.Blocked++
+		t.Blocked += n
 	}
 	if e.Time.Before(t.First) {
 		t.First = e.Time

@@ -280,7 +280,13 @@ func TestBoardCountsRepeats(t *testing.T) {
 	if b.Blocked != 1001 || b.Escapes() != 1001 {
 		t.Errorf("blocked %d, escapes %d; want 1001", b.Blocked, b.Escapes())
 	}
-	if ts := b.Targets(); len(ts) != 1 || ts[0].Count != 1001 || ts[0].Ops["read"] != 1001 {
+	if ts := b.Targets(); len(ts) != 1 || ts[0].Count != 1001 || ts[0].Ops["read"] != 1001 || ts[0].Blocked != 1001 {
 		t.Errorf("targets %+v", ts)
+	}
+	// The summary's repeats beyond those the events carried: after the
+	// last report of their escape, counted with the session's.
+	b.Apply(report.Record{Type: report.TypeSummary, Summary: &report.Summary{Escapes: 1501, Repeats: 1499}})
+	if b.Blocked != 1501 || b.Escapes() != 1501 {
+		t.Errorf("after the summary: blocked %d, escapes %d; want 1501, as the summary says", b.Blocked, b.Escapes())
 	}
 }

@@ -83,9 +83,13 @@ type Cell interface {
 	Command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd
 	// Env is what of env the agent gets, and the names withheld.
 	Env(env []string) (kept, withheld []string)
-	// Started tells the cell that the agent, pid, runs and that its
-	// report begins in w.
-	Started(pid int, w report.Writer)
+	// Started tells the cell that the agent, pid, runs: at once, for
+	// what the cell reads of its processes.
+	Started(pid int)
+	// Reporting says that the session's report has begun in w (its
+	// start record is written): what the cell reports beside its events
+	// goes there from now on.
+	Reporting(w report.Writer)
 	// Events are the cell's reports as they come; closed after Close, or
 	// once Drain's are read.
 	Events() <-chan verdict.Event

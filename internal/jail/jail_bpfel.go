@@ -193,7 +193,10 @@ type jailRepeatKey struct {
 	_         structs.HostLayout
 	D1        uint64
 	D2        uint64
-	Ino       uint64
+	Ino1      uint64
+	Ino2      uint64
+	Name1     uint64
+	Name2     uint64
 	Tgid      uint32
 	Op        uint32
 	Class     uint32
@@ -222,6 +225,8 @@ type jailRuleKey struct {
 type jailScratch struct {
 	_        structs.HostLayout
 	Rk       jailRepeatKey
+	RkSet    uint32
+	RkPad    uint32
 	Buf      [8192]int8
 	NbDentry uint64
 	NbPos    uint32

@@ -1,6 +1,7 @@
 package jail_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,7 +12,8 @@ import (
 // stands for; the counters still count every one (escapes = reports +
 // repeats + lost). Another file, and the same file from another process,
 // are reported on their own: a repeat is the same process, operation and
-// target.
+// target. So is each of a series of refused creates of new names in one
+// folder, whose short-lived dentries may take each other's place.
 func TestRepeatsCoalesced(t *testing.T) {
 	c := newCell(t, false)
 	secret := filepath.Join(c.out, "secret")
@@ -27,7 +29,8 @@ func TestRepeatsCoalesced(t *testing.T) {
 	// throughout (not `:`, a special builtin: its failed redirection
 	// would end the shell).
 	if out, err := c.run(`i=0; while [ $i -lt 500 ]; do true 2>/dev/null < "$OUT/secret"; i=$((i+1)); done
-		true 2>/dev/null < "$OUT/other"; cat "$OUT/secret" 2>/dev/null; echo done`); err != nil {
+		true 2>/dev/null < "$OUT/other"; cat "$OUT/secret" 2>/dev/null
+		for n in 1 2 3 4 5 6 7 8; do true 2>/dev/null > "$OUT/new-$n"; done; echo done`); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	evs := c.events()
@@ -37,8 +40,11 @@ func TestRepeatsCoalesced(t *testing.T) {
 	}
 	n := after.Sub(before)
 	var shell, shellRepeats, cat, others int
+	created := map[string]bool{}
 	for _, ev := range evs {
 		switch {
+		case ev.Op == "create":
+			created[filepath.Base(ev.Path)] = true
 		case ev.Path == other:
 			others++
 		case ev.Path == secret && ev.Comm == "cat":
@@ -53,8 +59,16 @@ func TestRepeatsCoalesced(t *testing.T) {
 	if n.Lost != 0 {
 		t.Fatalf("%d reports lost: the test cannot tell", n.Lost)
 	}
-	if n.Escapes != 500+1+1 {
-		t.Errorf("the counters count %d escapes, want 502: every refusal is counted", n.Escapes)
+	if n.Escapes != 500+1+1+8 {
+		t.Errorf("the counters count %d escapes, want 510: every refusal is counted", n.Escapes)
+	}
+	// Eight creates in one folder in a row, each refused with a dentry
+	// of its own that the kernel frees at once (on tmpfs the next may
+	// take its place): each is named, none a repeat of another.
+	for i := 1; i <= 8; i++ {
+		if name := fmt.Sprintf("new-%d", i); !created[name] {
+			t.Errorf("the refused create of %s was not reported (reported: %v)", name, created)
+		}
 	}
 	if shell == 0 || shell >= 500 || n.Repeats == 0 {
 		t.Errorf("%d reports of 500 refusals and %d repeats counted: repeats are not coalesced", shell, n.Repeats)

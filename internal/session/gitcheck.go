@@ -20,8 +20,9 @@ const OpPlant = "plant"
 // git files (engine.Cell.GitScope: under the BPF LSM, which marks what the
 // jail made, DIR, its writable grants and the git directory of a linked
 // worktree DIR is, when the kernel saw the jail make a git command file;
-// under Landlock what changed in DIR since the start that the tripwire
-// did not keep), as the agent's user, and reports what it found.
+// under Landlock what changed since the start in DIR and the user's
+// writable grants that the tripwire did not keep), as the agent's user,
+// and reports what it found.
 func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w report.Writer, warn warner) int {
 	git, _ := exec.LookPath("git")
 	var found []gitcheck.Finding

@@ -227,6 +227,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		return nil, nil, fail(code, fmt.Errorf("%s: %w", argv[0], err))
 	}
 	r.agentPgid.Store(int64(cmd.Process.Pid))
+	c.eng.Started(cmd.Process.Pid)
 
 	mode := report.Enforce
 	if o.Audit {
@@ -241,7 +242,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		Kernel: r.facts.Release, Engine: about.Name, Limits: about.Limits, TmpDir: r.pol.TmpDir, WithheldEnv: withheld,
 		Profiles: r.plan.Profiles.Profiles, LoadTime: about.LoadTime,
 	})
-	c.eng.Started(cmd.Process.Pid, o.Report)
+	c.eng.Reporting(o.Report)
 	return cmd, done, nil
 }
 

@@ -121,7 +121,9 @@ func (c *cell) Command(path string, argv []string, attr *syscall.SysProcAttr) *e
 // by path.
 func (c *cell) Env(env []string) (kept, withheld []string) { return env, nil }
 
-func (c *cell) Started(int, report.Writer) {}
+func (c *cell) Started(int) {}
+
+func (c *cell) Reporting(report.Writer) {}
 
 func (c *cell) Events() <-chan verdict.Event { return c.events }
 

@@ -127,7 +127,8 @@ func TestGitEntries(t *testing.T) {
 
 // TestGrantRoots: the tripwire keeps git's files in the user's writable
 // grants (not in a profile's, a read-only grant, a grant inside DIR or one
-// inside another grant), at their top and below it.
+// inside another grant, nor in a grant of the whole home), at their top
+// and below it.
 func TestGrantRoots(t *testing.T) {
 	home := t.TempDir()
 	dir := filepath.Join(home, "project")
@@ -135,13 +136,18 @@ func TestGrantRoots(t *testing.T) {
 		os.MkdirAll(filepath.Join(home, d), 0o755)
 	}
 	p := policy.Policy{Dir: dir, Home: home, Protect: policy.Protected,
-		AllowWrite: []string{filepath.Join(home, "other"), filepath.Join(home, "other/sub"), filepath.Join(dir, "inner"), filepath.Join(home, ".claude")},
+		AllowWrite: []string{home, filepath.Join(home, "other"), filepath.Join(home, "other/sub"), filepath.Join(dir, "inner"), filepath.Join(home, ".claude")},
 		Allow:      []string{filepath.Join(home, "ro")},
 		Profiled:   map[string]string{filepath.Join(home, ".claude"): "profile claude"}}
 	rules := p.Rules()
 	other := filepath.Join(home, "other")
 	if got := grantRoots(p, rules); !slices.Equal(got, []string{other}) {
 		t.Errorf("grant roots %v, want [%s]", got, other)
+	}
+	// The home's own grant would be a walk of the whole home at every
+	// start: said, not kept.
+	if got := broadGrants(p, rules); !slices.Equal(got, []string{home}) {
+		t.Errorf("broad grants %v, want [%s]", got, home)
 	}
 	kept := map[string]bool{}
 	for _, e := range TripwireEntries(p, rules) {

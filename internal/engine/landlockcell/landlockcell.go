@@ -48,7 +48,11 @@ func (Engine) Check(f kernel.Facts, s engine.Spec) error {
 // Open builds the ruleset, loads the observers for s's cgroup and arms the
 // tripwire.
 func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
-	if err := e.Check(f, s); err != nil {
+	// The caller's Check said its warnings; checked again, quietly, so
+	// that an Open alone never runs what Landlock cannot enforce.
+	quiet := s
+	quiet.Warn = nil
+	if err := e.Check(f, quiet); err != nil {
 		return nil, err
 	}
 	abi := landlock.ABI()
@@ -73,6 +77,13 @@ func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
 	})
 	if err != nil {
 		c.ruleset.Close()
+		if errors.Is(err, engine.ErrNotSupported) {
+			var advice string
+			for _, a := range f.Advice() {
+				advice += "  - " + a + "\n"
+			}
+			return nil, fmt.Errorf("%w\n%s", err, advice)
+		}
 		// Landlock would hold, but nobody would see what it refused;
 		// the promise is both.
 		return nil, fmt.Errorf("the Landlock engine's observers: %w", err)
@@ -174,10 +185,11 @@ func (c *cell) Env(env []string) (kept, withheld []string) {
 	return withholdSockets(env, c.abi, c.s.AllowUnix, c.s.Warn)
 }
 
-func (c *cell) Started(pid int, w report.Writer) {
-	c.agentPID.Store(int64(pid))
-	c.tw.start(w)
-}
+func (c *cell) Started(pid int) { c.agentPID.Store(int64(pid)) }
+
+// Reporting sends the tripwire's changes found so far, and later ones, to
+// w.
+func (c *cell) Reporting(w report.Writer) { c.tw.start(w) }
 
 func (c *cell) Events() <-chan verdict.Event { return c.events }
 

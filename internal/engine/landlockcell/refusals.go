@@ -48,7 +48,8 @@ func Refusals(p policy.Policy) []Refusal {
 	return out
 }
 
-// refuseUnenforceable is the Landlock engine's check at start.
+// refuseUnenforceable is the Landlock engine's check at start; warn (nil
+// for none) is told what --best-effort does instead.
 func refuseUnenforceable(p policy.Policy, bestEffort bool, warn func(format string, args ...any)) error {
 	rs := Refusals(p)
 	if len(rs) == 0 {
@@ -56,7 +57,7 @@ func refuseUnenforceable(p policy.Policy, bestEffort bool, warn func(format stri
 	}
 	var why []string
 	for _, r := range rs {
-		if bestEffort {
+		if bestEffort && warn != nil {
 			warn("--best-effort: %s", r.BestEffort)
 		}
 		why = append(why, r.Why)

@@ -82,16 +82,41 @@ func Repositories(p policy.Policy, rules []spec.Rule) (repos []string, more int)
 // to write (--allow-write, a policy file's allow-write): the BPF LSM
 // protects git's files in their repositories as in DIR's, so the tripwire
 // keeps them. Not a profile's grants (the agent's own state, ~/.claude),
-// nor a linked worktree's git directory (kept by its links), nor a file.
+// nor a linked worktree's git directory (kept by its links), nor a file,
+// nor a grant of the home or above it (broadGrants): walking it at every
+// start would cost the whole home.
 func grantRoots(p policy.Policy, rules []spec.Rule) []string {
 	var out []string
 	for _, r := range rules {
-		if r.Access&spec.Write == 0 || r.Access&spec.Grant == 0 || r.Access&(spec.Named|spec.InGit) != 0 ||
-			spec.Under(r.Path, p.Dir) || p.Protect == nil ||
+		if !userGrant(p, r) || broad(p, r.Path) ||
 			slices.ContainsFunc(out, func(o string) bool { return spec.Under(r.Path, o) }) {
 			continue
 		}
 		out = append(out, r.Path)
+	}
+	return out
+}
+
+// userGrant says whether r is a folder outside DIR the user granted the
+// agent to write.
+func userGrant(p policy.Policy, r spec.Rule) bool {
+	return r.Access&spec.Write != 0 && r.Access&spec.Grant != 0 && r.Access&(spec.Named|spec.InGit) == 0 &&
+		!spec.Under(r.Path, p.Dir) && p.Protect != nil
+}
+
+// broad says whether a grant of path holds the user's home (or is /).
+func broad(p policy.Policy, path string) bool {
+	return path == "/" || (p.Home != "" && spec.Under(p.Home, path))
+}
+
+// broadGrants are the user's writable grants whose git files the tripwire
+// does not keep: those that hold the home.
+func broadGrants(p policy.Policy, rules []spec.Rule) []string {
+	var out []string
+	for _, r := range rules {
+		if userGrant(p, r) && broad(p, r.Path) {
+			out = append(out, r.Path)
+		}
 	}
 	return out
 }
@@ -309,6 +334,10 @@ func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, wa
 	t := &tripwireRun{warn: warn, since: time.Now().Add(-time.Second), gitDirs: map[string]uint64{}}
 	entries := TripwireEntries(p, rules)
 	t.roots = append([]string{p.Dir}, grantRoots(p, rules)...)
+	for _, g := range broadGrants(p, rules) {
+		warn("--allow-write %s holds your home: git's files in the repositories there, outside the project, are not kept "+
+			"under the Landlock engine (the walk would cover the whole home at every start); the BPF-LSM engine protects them", g)
+	}
 	for _, root := range t.roots {
 		var nested []tripwire.Entry
 		var more int

@@ -145,13 +145,22 @@ struct {
  * whose targets are dentries are coalesced: a name as the process gave it
  * (rep.uname) lives in its memory, where one buffer holds many names, and
  * coalescing by its address would let an agent hide one refusal's name
- * behind another's.
+ * behind another's. For the same reason a dentry is known by more than its
+ * address, which a freed dentry's successor may take within the window (a
+ * create's negative dentry on tmpfs): by its inode and its name's hash and
+ * length too (the kernel salts the hash with the parent's address).
+ *
+ * Per CPU: each CPU keeps its own window and count, so that the count a
+ * report carries is the one its CPU took, with no read-and-reset to race
+ * with another CPU. A storm spread over CPUs is reported once a window per
+ * CPU.
  */
 #define REPEAT_NS (100 * 1000 * 1000ULL)
 
 struct repeat_key {
 	__u64 d1, d2;
-	__u64 ino;   /* d1's inode: its dentry pointer alone could be reused */
+	__u64 ino1, ino2;   /* the dentries' inodes, 0 for a negative one */
+	__u64 name1, name2; /* their names' hash and length (d_name.hash_len) */
 	__u32 tgid;
 	__u32 op;
 	__u32 class;
@@ -168,7 +177,7 @@ struct repeat {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct repeat_key);
 	__type(value, struct repeat);
@@ -176,6 +185,8 @@ struct {
 
 struct scratch {
 	struct repeat_key rk; /* report_rep's key, off the stack */
+	__u32 rk_set;         /* rk is this report's (repeat_check) */
+	__u32 rk_pad;
 	char buf[2 * PATH_BYTES];
 	__u64 nb_dentry; /* path building: the next dentry to name */
 	__u32 nb_pos;    /* where its name ends in buf */

@@ -82,30 +82,15 @@ static __always_inline __u32 dentry_dev(__u64 dentry)
 	return BPF_CORE_READ(d, d_sb, s_dev);
 }
 
-/* repeated says whether the escape in s->rk was reported less than
- * REPEAT_NS ago: then it is counted as a repeat and not reported. Otherwise
- * *n is how many repeats its report stands for, and the window starts. */
-static __always_inline int repeated(struct scratch *s, __u64 now, __u32 *n)
+/* dentry_id is what tells dentry d from another in a repeat's key. No
+ * branch for d == 0: the reads then give 0. */
+static __always_inline void dentry_id(__u64 d, __u64 *ptr, __u64 *ino, __u64 *name)
 {
-	struct repeat *rp = bpf_map_lookup_elem(&repeats, &s->rk);
-	struct repeat fresh = {};
+	struct dentry *de = (void *)d;
 
-	if (rp && now < rp->until) {
-		__sync_fetch_and_add(&rp->pending, 1);
-		count(CNT_REPEATS);
-		return 1;
-	}
-	if (rp) {
-		/* A repeat counted on another CPU between these two lines is
-		 * missing from *n, never from CNT_REPEATS. */
-		*n = (__u32)rp->pending;
-		rp->pending = 0;
-		rp->until = now + REPEAT_NS;
-		return 0;
-	}
-	fresh.until = now + REPEAT_NS;
-	bpf_map_update_elem(&repeats, &s->rk, &fresh, BPF_ANY);
-	return 0;
+	*ptr = d;
+	*ino = BPF_CORE_READ(de, d_inode, i_ino);
+	*name = BPF_CORE_READ(de, d_name.hash_len);
 }
 
 /*
@@ -130,9 +115,71 @@ struct rep {
 	__u64 uname; /* a user-space name: path2 is the name as the process gave it */
 };
 
+/*
+ * repeat_check says whether the escape r, whose verdict flags are flags,
+ * was reported less than REPEAT_NS ago: then it is counted as a repeat and
+ * not reported. Otherwise the scratch's event says how many repeats its
+ * report stands for, and the window starts. The key is left in the scratch
+ * for repeat_forget. A global function, as report_rep: the verifier checks
+ * it once, apart from report_rep's states.
+ */
+__noinline int repeat_check(struct rep *r, __u32 flags)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct repeat *rp, fresh = {};
+	__u64 now;
+
+	if (!r || !s)
+		return 0;
+	s->rk_set = 1;
+	__builtin_memset(&s->rk, 0, sizeof(s->rk));
+	dentry_id(r->d1, &s->rk.d1, &s->rk.ino1, &s->rk.name1);
+	dentry_id(r->d2, &s->rk.d2, &s->rk.ino2, &s->rk.name2);
+	s->rk.tgid = bpf_get_current_pid_tgid() >> 32;
+	s->rk.op = r->op;
+	s->rk.class = r->class;
+	s->rk.flags = flags;
+	s->rk.rule = r->rule;
+	s->rk.target_pid = r->target_pid;
+	s->rk.detail = r->detail;
+	now = bpf_ktime_get_ns();
+	rp = bpf_map_lookup_elem(&repeats, &s->rk);
+	if (rp && now < rp->until) {
+		rp->pending++; /* this CPU's own (the map is per CPU) */
+		count(CNT_REPEATS);
+		return 1;
+	}
+	if (rp) {
+		s->ev.repeats = (__u32)rp->pending;
+		rp->pending = 0;
+		rp->until = now + REPEAT_NS;
+		return 0;
+	}
+	fresh.until = now + REPEAT_NS;
+	bpf_map_update_elem(&repeats, &s->rk, &fresh, BPF_ANY);
+	return 0;
+}
+
+/* repeat_forget: the escape repeat_check let through was not reported
+ * (the ring was full), so its next one is, not counted as its repeat. */
+__noinline int repeat_forget(void)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct repeat *rp;
+
+	if (!s || !s->rk_set)
+		return 0;
+	rp = bpf_map_lookup_elem(&repeats, &s->rk);
+	if (rp)
+		rp->until = 0;
+	return 0;
+}
+
 __noinline int report_rep(struct rep *r)
 {
-	__u32 zero = 0, n1 = 0, n2 = 0, flags, coalesce = 0;
+	__u32 zero = 0, n1 = 0, n2 = 0, flags;
 	__u64 d1, d2, uname;
 	struct scratch *s;
 	__u64 id = bpf_get_current_pid_tgid();
@@ -160,22 +207,11 @@ __noinline int report_rep(struct rep *r)
 		goto lost;
 	s->ev.ts_ns = bpf_ktime_get_ns();
 	s->ev.repeats = 0;
-	coalesce = !(flags & EV_INBOUNDS) && !uname;
-	if (coalesce) {
-		__builtin_memset(&s->rk, 0, sizeof(s->rk));
-		s->rk.d1 = d1;
-		s->rk.d2 = d2;
-		s->rk.ino = d1 ? BPF_CORE_READ((struct dentry *)d1, d_inode, i_ino) : 0;
-		s->rk.tgid = id >> 32;
-		s->rk.op = r->op;
-		s->rk.class = r->class;
-		s->rk.flags = flags;
-		s->rk.rule = r->rule;
-		s->rk.target_pid = r->target_pid;
-		s->rk.detail = r->detail;
-		if (repeated(s, s->ev.ts_ns, &s->ev.repeats))
-			goto out;
-	}
+	s->rk_set = 0;
+	/* No variable for "coalesced" past this point: one live to the end
+	 * would double the states the verifier walks through the rest. */
+	if (!(flags & EV_INBOUNDS) && !uname && repeat_check(r, flags))
+		goto out;
 	s->ev.pid = id >> 32;
 	s->ev.tid = (__u32)id;
 	s->ev.uid = (__u32)bpf_get_current_uid_gid();
@@ -217,13 +253,7 @@ __noinline int report_rep(struct rep *r)
 lost:
 	if (!(flags & EV_INBOUNDS))
 		count(CNT_LOST);
-	if (coalesce && s) {
-		/* Not reported: the next one is, not counted as its repeat. */
-		struct repeat *rp = bpf_map_lookup_elem(&repeats, &s->rk);
-
-		if (rp)
-			rp->until = 0;
-	}
+	repeat_forget();
 out:
 	return (flags & EV_DENIED) ? 1 : 0;
 }
