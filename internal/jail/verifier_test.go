@@ -14,9 +14,10 @@ import (
 // one program. Every jailed run pays verification at start, and under the
 // test VMs' emulation that cost is seconds: carrying three dentries through
 // classify's walk once made it 22000 on 7.x kernels (and the start twice as
-// slow) with every test still passing. Today's worst is about 10500 (7.2,
-// path_rename, in a cell with files granted by name and git's names; 8800
-// before git's names were matched at any depth).
+// slow) with every test still passing. Today's worst is 11538 (7.2,
+// path_rename, in a cell with files granted by name and git's names; 10801
+// before repeats were coalesced, 8800 before git's names were matched at
+// any depth); 8378 on 6.1 and 10393 on 6.12.
 const verifierBudget = 12000
 
 // TestVerifierCost loads the enforcement programs with the verifier's
