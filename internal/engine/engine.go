@@ -24,6 +24,16 @@ import (
 // then tries the next one.
 var ErrNotSupported = kernel.ErrNotSupported
 
+// Advice is what to change for this kernel to run the BPF LSM, a line
+// each, for an ErrNotSupported's message.
+func Advice(f kernel.Facts) string {
+	var s string
+	for _, a := range f.Advice() {
+		s += "  - " + a + "\n"
+	}
+	return s
+}
+
 // Spec is a cell to open.
 type Spec struct {
 	// Policy is the session's (DIR, grants, denials, protected entries,

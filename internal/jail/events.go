@@ -380,6 +380,21 @@ func joinMount(point, rest string) string {
 	return point + rest
 }
 
+// Drain returns events, the channel Stream feeds, which then ends with the
+// events already in the ring, and true; once no process of the cell is
+// left to add to them. Without the flush the reader would wait for events
+// that no longer come: Drain then says so to warn and returns a closed
+// channel, and false (the counters still say how many there were).
+func (j *Jail) Drain(events <-chan Event, warn func(format string, args ...any)) (<-chan Event, bool) {
+	if err := j.Flush(); err != nil {
+		warn("flush events: %v", err)
+		none := make(chan Event)
+		close(none)
+		return none, false
+	}
+	return events, true
+}
+
 // Stream sends the events to out until the reader is closed or flushed
 // (then it returns) or done is closed; a failed read is said to warn.
 func (j *Jail) Stream(out chan<- Event, done <-chan struct{}, warn func(format string, args ...any)) {

@@ -35,19 +35,9 @@ type Engine struct{ FileOpenOnly bool }
 // active LSMs tell (only a load tells for sure).
 func (e Engine) Check(f kernel.Facts, _ engine.Spec) error {
 	if !f.BPFInLSM {
-		return fmt.Errorf("%w: bpf is not in the active LSM list (%v)\n%s", jail.ErrNotSupported, f.LSMs, Advice(f))
+		return fmt.Errorf("%w: bpf is not in the active LSM list (%v)\n%s", jail.ErrNotSupported, f.LSMs, engine.Advice(f))
 	}
 	return nil
-}
-
-// Advice is what to change for this kernel to run the BPF LSM, a line
-// each.
-func Advice(f kernel.Facts) string {
-	var s string
-	for _, a := range f.Advice() {
-		s += "  - " + a + "\n"
-	}
-	return s
 }
 
 // Open loads and attaches the hooks for s's cgroup.
@@ -72,7 +62,7 @@ func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
 			os.RemoveAll(cfg.PinDir)
 		}
 		if errors.Is(err, jail.ErrNotSupported) {
-			return nil, fmt.Errorf("%w\n%s", err, Advice(f))
+			return nil, fmt.Errorf("%w\n%s", err, engine.Advice(f))
 		}
 		return nil, err
 	}
@@ -128,15 +118,8 @@ func (c *cell) Reporting(report.Writer) {}
 func (c *cell) Events() <-chan verdict.Event { return c.events }
 
 func (c *cell) Drain() <-chan verdict.Event {
-	if err := c.j.Flush(); err != nil {
-		// Without the flush the reader waits for events that no longer
-		// come; the counters still say how many there were.
-		c.s.Warn("flush events: %v", err)
-		none := make(chan verdict.Event)
-		close(none)
-		return none
-	}
-	return c.events
+	events, _ := c.j.Drain(c.events, c.s.Warn)
+	return events
 }
 
 // Finish: the hooks refused every change they guard, so there is nothing

@@ -78,11 +78,7 @@ func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
 	if err != nil {
 		c.ruleset.Close()
 		if errors.Is(err, engine.ErrNotSupported) {
-			var advice string
-			for _, a := range f.Advice() {
-				advice += "  - " + a + "\n"
-			}
-			return nil, fmt.Errorf("%w\n%s", err, advice)
+			return nil, fmt.Errorf("%w\n%s", err, engine.Advice(f))
 		}
 		// Landlock would hold, but nobody would see what it refused;
 		// the promise is both.
@@ -198,18 +194,13 @@ func (c *cell) Events() <-chan verdict.Event { return c.events }
 const drainWait = time.Second
 
 func (c *cell) Drain() <-chan verdict.Event {
-	if err := c.j.Flush(); err != nil {
-		c.s.Warn("flush events: %v", err)
-		none := make(chan verdict.Event)
-		close(none)
-		return none
-	}
-	if c.audit != nil {
+	events, ok := c.j.Drain(c.events, c.s.Warn)
+	if ok && c.audit != nil {
 		// Audit records reach us through the kernel's audit thread, a
 		// moment after the refusal: wait that moment, no more.
 		c.auditUntil.Store(time.Now().Add(drainWait).UnixNano())
 	}
-	return c.events
+	return events
 }
 
 func (c *cell) Finish() (undone, left []report.Undo) { return c.tw.finish() }
