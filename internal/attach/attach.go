@@ -293,13 +293,16 @@ func Attach(ctx context.Context, path string, in, out *os.File) (End, error) {
 			env = append(env, k+"="+v)
 		}
 	}
+	// Listen for changes of size before saying hello: once the server has
+	// the terminal it reads its size, and a change between then and a
+	// later Notify would be lost (SIGWINCH's default is to be ignored).
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
 	hello, _ := json.Marshal(message{Hello: &Hello{Env: env}})
 	if _, _, err := conn.WriteMsgUnix(append(hello, '\n'), unix.UnixRights(int(in.Fd()), int(out.Fd())), nil); err != nil {
 		return End{}, err
 	}
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	defer signal.Stop(winch)
 	go func() {
 		for range winch {
 			if writeLine(conn, message{Resize: true}) != nil {
