@@ -301,6 +301,11 @@ func Attach(ctx context.Context, path string, in, out *os.File) (End, error) {
 	defer signal.Stop(winch)
 	hello, _ := json.Marshal(message{Hello: &Hello{Env: env}})
 	if _, _, err := conn.WriteMsgUnix(append(hello, '\n'), unix.UnixRights(int(in.Fd()), int(out.Fd())), nil); err != nil {
+		// A server that refuses says why and closes without reading the
+		// hello, so the write may fail: its word is the error to give.
+		if end, ok := lastWord(conn); ok && end.Refused != "" {
+			return end, errors.New(end.Refused)
+		}
 		return End{}, err
 	}
 	go func() {
@@ -329,6 +334,19 @@ func Attach(ctx context.Context, path string, in, out *os.File) (End, error) {
 	unix.IoctlSetTermios(int(in.Fd()), unix.TCSETS, saved)
 	out.WriteString("\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?25h\x1b[?1049l\r\n")
 	return End{}, errors.New("the session's agent-lock went without a word (see its log beside the recording)")
+}
+
+// lastWord reads what a server that went away said last, if anything.
+func lastWord(conn *net.UnixConn) (End, bool) {
+	conn.SetReadDeadline(time.Now().Add(time.Second))
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		var m message
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.End != nil {
+			return *m.End, true
+		}
+	}
+	return End{}, false
 }
 
 // Find is the socket of session id among dirs, if it has one.
