@@ -109,6 +109,14 @@ type jailEvent struct {
 	_         [4]byte
 }
 
+type jailFowner struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Tid  uint32
+	Uid  uint32
+	Comm [16]int8
+}
+
 type jailGitclass struct {
 	_    structs.HostLayout
 	Bits uint32
@@ -241,6 +249,7 @@ const (
 	jailMapCalls                  = "calls"
 	jailMapCounters               = "counters"
 	jailMapEvents                 = "events"
+	jailMapFowners                = "fowners"
 	jailMapGitnames               = "gitnames"
 	jailMapInbLast                = "inb_last"
 	jailMapKeys                   = "keys"
@@ -269,11 +278,12 @@ const (
 	jailProgExitOpen              = "exit_open"
 	jailProgExitOpenat            = "exit_openat"
 	jailProgExitOpenat2           = "exit_openat2"
-	jailProgFileFcntl             = "file_fcntl"
 	jailProgFileIoctl             = "file_ioctl"
 	jailProgFileIoctlCompat       = "file_ioctl_compat"
 	jailProgFileOpen              = "file_open"
 	jailProgFileReceive           = "file_receive"
+	jailProgFileSendSigiotask     = "file_send_sigiotask"
+	jailProgFileSetFowner         = "file_set_fowner"
 	jailProgInodeGetxattr         = "inode_getxattr"
 	jailProgInodeListxattr        = "inode_listxattr"
 	jailProgInodeRemovexattr      = "inode_removexattr"
@@ -385,11 +395,12 @@ type jailProgramSpecs struct {
 	ExitOpen              *ebpf.ProgramSpec `ebpf:"exit_open"`
 	ExitOpenat            *ebpf.ProgramSpec `ebpf:"exit_openat"`
 	ExitOpenat2           *ebpf.ProgramSpec `ebpf:"exit_openat2"`
-	FileFcntl             *ebpf.ProgramSpec `ebpf:"file_fcntl"`
 	FileIoctl             *ebpf.ProgramSpec `ebpf:"file_ioctl"`
 	FileIoctlCompat       *ebpf.ProgramSpec `ebpf:"file_ioctl_compat"`
 	FileOpen              *ebpf.ProgramSpec `ebpf:"file_open"`
 	FileReceive           *ebpf.ProgramSpec `ebpf:"file_receive"`
+	FileSendSigiotask     *ebpf.ProgramSpec `ebpf:"file_send_sigiotask"`
+	FileSetFowner         *ebpf.ProgramSpec `ebpf:"file_set_fowner"`
 	InodeGetxattr         *ebpf.ProgramSpec `ebpf:"inode_getxattr"`
 	InodeListxattr        *ebpf.ProgramSpec `ebpf:"inode_listxattr"`
 	InodeRemovexattr      *ebpf.ProgramSpec `ebpf:"inode_removexattr"`
@@ -442,6 +453,7 @@ type jailMapSpecs struct {
 	Calls      *ebpf.MapSpec `ebpf:"calls"`
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
+	Fowners    *ebpf.MapSpec `ebpf:"fowners"`
 	Gitnames   *ebpf.MapSpec `ebpf:"gitnames"`
 	InbLast    *ebpf.MapSpec `ebpf:"inb_last"`
 	Keys       *ebpf.MapSpec `ebpf:"keys"`
@@ -497,6 +509,7 @@ type jailMaps struct {
 	Calls      *ebpf.Map `ebpf:"calls"`
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Events     *ebpf.Map `ebpf:"events"`
+	Fowners    *ebpf.Map `ebpf:"fowners"`
 	Gitnames   *ebpf.Map `ebpf:"gitnames"`
 	InbLast    *ebpf.Map `ebpf:"inb_last"`
 	Keys       *ebpf.Map `ebpf:"keys"`
@@ -518,6 +531,7 @@ func (m *jailMaps) Close() error {
 		m.Calls,
 		m.Counters,
 		m.Events,
+		m.Fowners,
 		m.Gitnames,
 		m.InbLast,
 		m.Keys,
@@ -569,11 +583,12 @@ type jailPrograms struct {
 	ExitOpen              *ebpf.Program `ebpf:"exit_open"`
 	ExitOpenat            *ebpf.Program `ebpf:"exit_openat"`
 	ExitOpenat2           *ebpf.Program `ebpf:"exit_openat2"`
-	FileFcntl             *ebpf.Program `ebpf:"file_fcntl"`
 	FileIoctl             *ebpf.Program `ebpf:"file_ioctl"`
 	FileIoctlCompat       *ebpf.Program `ebpf:"file_ioctl_compat"`
 	FileOpen              *ebpf.Program `ebpf:"file_open"`
 	FileReceive           *ebpf.Program `ebpf:"file_receive"`
+	FileSendSigiotask     *ebpf.Program `ebpf:"file_send_sigiotask"`
+	FileSetFowner         *ebpf.Program `ebpf:"file_set_fowner"`
 	InodeGetxattr         *ebpf.Program `ebpf:"inode_getxattr"`
 	InodeListxattr        *ebpf.Program `ebpf:"inode_listxattr"`
 	InodeRemovexattr      *ebpf.Program `ebpf:"inode_removexattr"`
@@ -635,11 +650,12 @@ func (p *jailPrograms) Close() error {
 		p.ExitOpen,
 		p.ExitOpenat,
 		p.ExitOpenat2,
-		p.FileFcntl,
 		p.FileIoctl,
 		p.FileIoctlCompat,
 		p.FileOpen,
 		p.FileReceive,
+		p.FileSendSigiotask,
+		p.FileSetFowner,
 		p.InodeGetxattr,
 		p.InodeListxattr,
 		p.InodeRemovexattr,

@@ -47,6 +47,8 @@ var landlockLeaks = map[string]expectedLeak{
 	"kill-all":              {6, "signals are scoped from Landlock ABI 6"},
 	"pidfd-send-signal":     {6, "signals are scoped from Landlock ABI 6"},
 	"fsetown-signal":        {6, "signals are scoped from Landlock ABI 6"},
+	"fsetown-ex-signal":     {6, "signals are scoped from Landlock ABI 6"},
+	"fiosetown-signal":      {6, "signals are scoped from Landlock ABI 6"},
 }
 
 // The protected family (protected.go) is no leak under Landlock: the

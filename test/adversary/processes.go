@@ -69,6 +69,22 @@ fcntl.fcntl(r, fcntl.F_SETOWN, {vpid})
 fcntl.fcntl(r, 10, signal.SIGTERM)  # F_SETSIG
 fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
 os.write(w, b"x")`), Effect: victimDead},
+	{Name: "fsetown-ex-signal", Family: "processes", Doc: "F_SETOWN_EX a pipe to the victim's thread with F_SETSIG SIGTERM, then make it readable",
+		Ops: ops("signal"), Target: true, Needs: needVictim,
+		Cmd: py(`import fcntl, os, signal, struct
+r, w = os.pipe()
+fcntl.fcntl(r, 15, struct.pack("ii", 0, {vpid}))  # F_SETOWN_EX, F_OWNER_TID
+fcntl.fcntl(r, 10, signal.SIGTERM)  # F_SETSIG
+fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
+os.write(w, b"x")`), Effect: victimDead},
+	{Name: "fiosetown-signal", Family: "processes", Doc: "ioctl FIOSETOWN a socket to the victim with F_SETSIG SIGTERM, then send it a byte",
+		Ops: ops("signal"), Target: true, Needs: needVictim,
+		Cmd: py(`import fcntl, os, signal, socket, struct
+a, b = socket.socketpair()
+fcntl.ioctl(a, 0x8901, struct.pack("i", {vpid}))  # FIOSETOWN
+fcntl.fcntl(a, 10, signal.SIGTERM)  # F_SETSIG
+fcntl.fcntl(a, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
+b.send(b"x")`), Effect: victimDead},
 	// The victim's share of the machine: a same-uid process may set these
 	// for any process of its user.
 	{Name: "renice-outside", Family: "processes", Doc: "renice the victim to 19",

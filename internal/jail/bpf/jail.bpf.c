@@ -48,18 +48,15 @@ int BPF_PROG(bpf, int cmd)
 	return report(AL_OP_BPF, AL_CLASS_OUTSIDE, 0, 0, 0, 0, cmd);
 }
 
-#define FIOSETOWN 0x8901
-#define SIOCSPGRP 0x8902
-
 static __always_inline int check_ioctl(unsigned int cmd)
 {
 	if (!jailed())
 		return 0;
 	/* Typing into the terminal's input queue runs commands in the user's
-	 * shell after the agent exits. Setting a file's signal owner is F_SETOWN
-	 * by another name (see file_fcntl). */
-	if (cmd == TIOCSTI || cmd == TIOCLINUX || cmd == TIOCCONS || cmd == FIOSETOWN ||
-	    cmd == SIOCSPGRP)
+	 * shell after the agent exits. (Setting a file's signal owner, FIOSETOWN
+	 * and SIOCSPGRP, is checked where the signal is sent: see
+	 * file_send_sigiotask.) */
+	if (cmd == TIOCSTI || cmd == TIOCLINUX || cmd == TIOCCONS)
 		return report(AL_OP_IOCTL, AL_CLASS_OUTSIDE, 0, 0, 0, 0, cmd);
 	return 0;
 }

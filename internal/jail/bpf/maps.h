@@ -183,6 +183,27 @@ struct {
 	__type(value, struct repeat);
 } repeats SEC(".maps");
 
+/* Files whose signal owner (F_SETOWN, FIOSETOWN, SIOCSPGRP, a lease) a
+ * jailed process set last, by the file's address, with who set it: their
+ * SIGIO and SIGURG may reach only the cell's own processes (see
+ * file_send_sigiotask). Not LRU: an entry pushed out would let the signal
+ * through; a full map kills the setter instead. An entry outlives its
+ * file, but the address's next owner is set through file_set_fowner too,
+ * which replaces or removes it. */
+struct fowner {
+	__u32 tgid;
+	__u32 tid;
+	__u32 uid;
+	char comm[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct fowner);
+} fowners SEC(".maps");
+
 struct scratch {
 	struct repeat_key rk; /* report_rep's key, off the stack */
 	__u32 rk_set;         /* rk is this report's (repeat_check) */

@@ -139,26 +139,75 @@ int BPF_PROG(task_setrlimit, struct task_struct *p, unsigned int resource, struc
 	return other_task(AL_OP_RLIMIT, p, resource);
 }
 
-/* F_SETOWN aims SIGIO/SIGURG at a process: at another process of the user
- * it is a kill(2) that task_kill never sees. Only the caller itself may be
- * named; the indirect forms (F_SETOWN_EX, a negative process group) are
- * refused rather than resolved. */
-#define F_SETOWN 8
-#define F_SETOWN_EX 15
-
-SEC("lsm/file_fcntl")
-int BPF_PROG(file_fcntl, struct file *file, unsigned int cmd, unsigned long arg)
+/* A file's signal owner (F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP)
+ * aims SIGIO and SIGURG, or F_SETSIG's choice, at a process: at another
+ * process of the user it is a kill(2) that task_kill never sees. Checked at
+ * delivery, as Landlock scopes signals: file_set_fowner notes whether a
+ * jailed process set the owner last, and file_send_sigiotask refuses the
+ * signal to a process outside the cell. Not on file_fcntl: every fcntl of
+ * the machine would pay for it (a Go program makes four for each file it
+ * opens), for a command nearly nobody uses. */
+SEC("lsm/file_set_fowner")
+int BPF_PROG(file_set_fowner, struct file *file)
 {
-	__u32 tgid;
+	__u64 key = (__u64)file;
+	__u64 id;
+	struct fowner o = {};
 
-	/* The command first: nearly every fcntl is another one (a Go program
-	 * makes four for each file it opens), and it costs no helper call. */
-	if (cmd != F_SETOWN && cmd != F_SETOWN_EX)
+	if (!jailed()) {
+		/* Someone outside the cell owns it now (or the address is a
+		 * new file's): its signals are theirs to aim. */
+		bpf_map_delete_elem(&fowners, &key);
 		return 0;
-	if (!jailed())
+	}
+	id = bpf_get_current_pid_tgid();
+	o.tgid = id >> 32;
+	o.tid = (__u32)id;
+	o.uid = (__u32)bpf_get_current_uid_gid();
+	bpf_get_current_comm(o.comm, sizeof(o.comm));
+	/* The hook cannot refuse: a setter whose file cannot be noted is
+	 * killed before the owner it set can be used. */
+	if (bpf_map_update_elem(&fowners, &key, &o, BPF_ANY))
+		bpf_send_signal(9 /* SIGKILL */);
+	return 0;
+}
+
+/* Kernels before 6.12 embed the owner in the file; later ones point to it
+ * and it points back. */
+struct file___embedded_owner {
+	struct fown_struct f_owner;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 fown_file(struct fown_struct *fown)
+{
+	if (bpf_core_field_exists(fown->file))
+		return (__u64)BPF_CORE_READ(fown, file);
+	return (__u64)fown - bpf_core_field_offset(struct file___embedded_owner, f_owner);
+}
+
+#define SIGIO 29
+
+/* Runs for each process a SIGIO or SIGURG would reach, in the context of
+ * whoever made the file ready (the user typing, another process writing a
+ * pipe): the report names the process that aimed it. */
+SEC("lsm/file_send_sigiotask")
+int BPF_PROG(file_send_sigiotask, struct task_struct *tsk, struct fown_struct *fown, int sig)
+{
+	__u64 key;
+	struct fowner *o;
+	struct rep r = { .op = AL_OP_SIGNAL, .class = AL_CLASS_OUTSIDE };
+
+	if (!jail_cgroup_id || task_jailed(tsk))
 		return 0;
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (cmd == F_SETOWN && (arg == 0 || arg == tgid))
+	key = fown_file(fown);
+	o = bpf_map_lookup_elem(&fowners, &key);
+	if (!o)
 		return 0;
-	return report(AL_OP_SIGNAL, AL_CLASS_OUTSIDE, 0, 0, 0, (__u32)arg, cmd);
+	r.target_pid = tsk->tgid;
+	r.detail = sig ? sig : SIGIO;
+	r.as_tgid = o->tgid;
+	r.as_tid = o->tid;
+	r.as_uid = o->uid;
+	__builtin_memcpy(r.as_comm, o->comm, sizeof(r.as_comm));
+	return refuse(report_rep(&r));
 }

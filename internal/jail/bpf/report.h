@@ -113,6 +113,12 @@ struct rep {
 	__u64 d1;
 	__u64 d2;
 	__u64 uname; /* a user-space name: path2 is the name as the process gave it */
+	/* Who did it, when not the current process (a signal aimed earlier
+	 * and sent now, from another's context): as_tgid 0 is the current. */
+	__u32 as_tgid;
+	__u32 as_tid;
+	__u32 as_uid;
+	char as_comm[16];
 };
 
 /*
@@ -136,7 +142,7 @@ __noinline int repeat_check(struct rep *r, __u32 flags)
 	__builtin_memset(&s->rk, 0, sizeof(s->rk));
 	dentry_id(r->d1, &s->rk.d1, &s->rk.ino1, &s->rk.name1);
 	dentry_id(r->d2, &s->rk.d2, &s->rk.ino2, &s->rk.name2);
-	s->rk.tgid = bpf_get_current_pid_tgid() >> 32;
+	s->rk.tgid = r->as_tgid ? r->as_tgid : bpf_get_current_pid_tgid() >> 32;
 	s->rk.op = r->op;
 	s->rk.class = r->class;
 	s->rk.flags = flags;
@@ -212,9 +218,17 @@ __noinline int report_rep(struct rep *r)
 	 * would double the states the verifier walks through the rest. */
 	if (!(flags & EV_INBOUNDS) && !uname && repeat_check(r, flags))
 		goto out;
-	s->ev.pid = id >> 32;
-	s->ev.tid = (__u32)id;
-	s->ev.uid = (__u32)bpf_get_current_uid_gid();
+	if (r->as_tgid) {
+		s->ev.pid = r->as_tgid;
+		s->ev.tid = r->as_tid;
+		s->ev.uid = r->as_uid;
+		__builtin_memcpy(s->ev.comm, r->as_comm, sizeof(s->ev.comm));
+	} else {
+		s->ev.pid = id >> 32;
+		s->ev.tid = (__u32)id;
+		s->ev.uid = (__u32)bpf_get_current_uid_gid();
+		bpf_get_current_comm(s->ev.comm, sizeof(s->ev.comm));
+	}
 	s->ev.op = r->op;
 	s->ev.class = r->class;
 	s->ev.target_pid = r->target_pid;
@@ -222,7 +236,6 @@ __noinline int report_rep(struct rep *r)
 	s->ev.rule = r->rule;
 	s->ev.dev = 0;
 	s->ev.dev2 = 0;
-	bpf_get_current_comm(s->ev.comm, sizeof(s->ev.comm));
 	if (d1) {
 		s->ev.dev = dentry_dev(d1);
 		n1 = put_path(s, d1, 0, &flags);
