@@ -292,4 +292,18 @@ case " ${BENCH_SMOKE_ON:-trixie} " in
 *) echo "guest-suite: SKIP bench-smoke (runs on: ${BENCH_SMOKE_ON:-trixie})" ;;
 esac
 
+# The benchmark at a tenth of its size in forky (make bench-quick): the
+# kernel's ns per program run and the storm's counts hold at that size.
+# It fails only if it cannot run; its targets are printed, not asserted.
+case " ${BENCH_QUICK_ON:-forky} " in
+*" ${AGENT_LOCK_KERNEL:-} "*)
+	if [ -x .build/bench ]; then
+		step bench-quick .build/bench -quick -agent-lock .build/agent-lock
+	else
+		echo "guest-suite: SKIP bench-quick (.build/bench not built)"
+	fi
+	;;
+*) echo "guest-suite: SKIP bench-quick (runs on: ${BENCH_QUICK_ON:-forky})" ;;
+esac
+
 finish

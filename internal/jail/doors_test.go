@@ -51,6 +51,85 @@ func TestDoors(t *testing.T) {
 	t.Run("file receive", func(t *testing.T) { fileReceive(t, c) })
 	t.Run("denied hard link", func(t *testing.T) { deniedHardLink(t, c) })
 	t.Run("scratch marks", func(t *testing.T) { scratchMarks(t, c, scr) })
+	t.Run("signal owner", func(t *testing.T) { signalOwner(t, c) })
+}
+
+// signalOwner: the cell's process makes an outside process its FIFO's
+// signal owner, with F_SETSIG SIGTERM; the signal is sent when a process
+// outside writes the FIFO, from that writer's context. The kernel refuses
+// it and reports it as the setter's. Unjailed, the same kills the victim
+// (so the test is real).
+func signalOwner(t *testing.T, c *cell) {
+	fifo := filepath.Join(c.dir, "owner.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(fifo, testUID, testUID)
+	for _, jailed := range []bool{false, true} {
+		victim := exec.Command("sleep", "60")
+		victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testUID, Gid: testUID}}
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
+		gone := make(chan error, 1)
+		go func() { gone <- victim.Wait() }()
+		cmd := c.command(fmt.Sprintf(`exec python3 -c '
+import fcntl, os, signal, sys
+r = os.open(%q, os.O_RDONLY | os.O_NONBLOCK)
+fcntl.fcntl(r, fcntl.F_SETOWN, %d)
+fcntl.fcntl(r, 10, signal.SIGTERM)  # F_SETSIG
+fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
+print("ready", flush=True)
+sys.stdin.read()
+'`, fifo, victim.Process.Pid))
+		if !jailed {
+			cmd.SysProcAttr.UseCgroupFD = false
+		}
+		hold, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := startReady(t, cmd)
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("x"))
+		w.Close()
+		var died bool
+		select {
+		case <-gone:
+			died = true
+		case <-time.After(2 * time.Second):
+			victim.Process.Kill()
+			<-gone
+		}
+		hold.Close()
+		out := done()
+		switch {
+		case !jailed && !died:
+			t.Fatalf("unjailed, the signal owner's SIGTERM did not reach the victim (the test is not real): %s", out)
+		case jailed && died:
+			t.Errorf("the cell's signal owner killed a process outside it: %s", out)
+		}
+		if !jailed {
+			continue
+		}
+		var ev *jail.Event
+		for _, e := range c.events() {
+			if e.Denied && e.Op == "signal" && e.TargetPID == uint32(victim.Process.Pid) {
+				ev = &e
+			}
+		}
+		switch {
+		case ev == nil:
+			t.Errorf("the refused SIGIO was not reported")
+		case ev.PID != uint32(cmd.Process.Pid):
+			t.Errorf("the refused SIGIO was reported for pid %d, not its setter %d (%+v)", ev.PID, cmd.Process.Pid, *ev)
+		case ev.Detail != uint32(syscall.SIGTERM):
+			t.Errorf("the refused signal is %d, want SIGTERM: %+v", ev.Detail, *ev)
+		}
+	}
 }
 
 // command is a shell snippet as the test user inside the cell, not started.
