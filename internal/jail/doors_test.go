@@ -42,6 +42,7 @@ func TestDoors(t *testing.T) {
 			os.Chown(p, testUID, testUID)
 		}
 		scr = mountExt4(t)
+		cfg.SignalOwners = testSignalOwners
 		cfg.Rules = append(policy.Policy{Dir: dir}.Rules(),
 			spec.Rule{Path: sec, Access: spec.Deny, Name: "test denial"},
 			spec.Rule{Path: scr, Access: spec.Scratch, Name: "test scratch"})
@@ -52,6 +53,83 @@ func TestDoors(t *testing.T) {
 	t.Run("denied hard link", func(t *testing.T) { deniedHardLink(t, c) })
 	t.Run("scratch marks", func(t *testing.T) { scratchMarks(t, c, scr) })
 	t.Run("signal owner", func(t *testing.T) { signalOwner(t, c) })
+	t.Run("signal owners overflowed", func(t *testing.T) { signalOwnersOverflowed(t, c) })
+}
+
+// testSignalOwners is TestDoors' cell's room for notes of signal owners.
+const testSignalOwners = 16
+
+// signalOwnersOverflowed: a child fills the kernel's notes of signal
+// owners with owners of its own (and is killed for the one too many, or
+// not: the kill may be refused); a second makes an outside process the
+// owner of a pipe it shares with its parent, which the kernel cannot note
+// (the owner is set all the same); the parent then picks the signal,
+// SIGTERM, and makes the pipe ready. With the notes full, the signal is
+// refused. Unjailed, it kills the victim.
+func signalOwnersOverflowed(t *testing.T, c *cell) {
+	script := fmt.Sprintf(`import fcntl, os, signal, sys
+r, w = os.pipe()
+def child(f):
+    pid = os.fork()
+    if pid == 0:
+        f()
+        os._exit(0)
+    os.waitpid(pid, 0)
+def fill():
+    keep = [os.pipe() for _ in range(%d)]
+    for a, b in keep:
+        fcntl.fcntl(a, fcntl.F_SETOWN, os.getpid())
+child(fill)
+child(lambda: fcntl.fcntl(r, fcntl.F_SETOWN, int(sys.argv[1])))
+fcntl.fcntl(r, 10, signal.SIGTERM)  # F_SETSIG
+fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
+os.write(w, b"x")
+print("written", flush=True)
+`, 4*testSignalOwners)
+	for _, jailed := range []bool{false, true} {
+		victim := exec.Command("sleep", "60")
+		victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testUID, Gid: testUID}}
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
+		gone := make(chan error, 1)
+		go func() { gone <- victim.Wait() }()
+		cmd := c.command(`exec python3 -c "$SCRIPT" "$VICTIM"`)
+		cmd.Env = append(cmd.Env, "SCRIPT="+script, fmt.Sprintf("VICTIM=%d", victim.Process.Pid))
+		if !jailed {
+			cmd.SysProcAttr.UseCgroupFD = false
+		}
+		out, _ := cmd.CombinedOutput()
+		var died bool
+		select {
+		case <-gone:
+			died = true
+		case <-time.After(2 * time.Second):
+			victim.Process.Kill()
+			<-gone
+		}
+		switch {
+		case !strings.Contains(string(out), "written"):
+			t.Fatalf("jailed=%v: the parent did not make the pipe ready: %s", jailed, out)
+		case !jailed && !died:
+			t.Fatalf("unjailed, the signal owner's SIGTERM did not reach the victim (the test is not real): %s", out)
+		case jailed && died:
+			t.Errorf("with the notes of signal owners full, the cell's owner killed a process outside it: %s", out)
+		}
+		if jailed && findSignal(c.events(), victim.Process.Pid) == nil {
+			t.Errorf("the refused SIGIO was not reported")
+		}
+	}
+}
+
+// findSignal is the first refused signal to pid.
+func findSignal(evs []jail.Event, pid int) *jail.Event {
+	for i := range evs {
+		if evs[i].Denied && evs[i].Op == "signal" && evs[i].TargetPID == uint32(pid) {
+			return &evs[i]
+		}
+	}
+	return nil
 }
 
 // signalOwner: the cell's process makes an outside process its FIFO's
@@ -115,12 +193,7 @@ sys.stdin.read()
 		if !jailed {
 			continue
 		}
-		var ev *jail.Event
-		for _, e := range c.events() {
-			if e.Denied && e.Op == "signal" && e.TargetPID == uint32(victim.Process.Pid) {
-				ev = &e
-			}
-		}
+		ev := findSignal(c.events(), victim.Process.Pid)
 		switch {
 		case ev == nil:
 			t.Errorf("the refused SIGIO was not reported")

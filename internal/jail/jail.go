@@ -145,6 +145,10 @@ type Config struct {
 	// attached even if every process holding them dies: the cell then stays
 	// closed until someone kills it (see session's sweep). Close unpins.
 	PinDir string
+	// SignalOwners is how many files given a signal owner by the cell the
+	// kernel keeps a note of (0: 65,536). Past that, no file without a
+	// note may signal a process outside the cell (tests make it small).
+	SignalOwners uint32
 }
 
 // ErrNotSupported means the running kernel cannot run the jail.
@@ -242,6 +246,9 @@ func Load(cfg Config) (*Jail, error) {
 	spec, err := loadJail()
 	if err != nil {
 		return nil, fmt.Errorf("load jail spec: %w", err)
+	}
+	if cfg.SignalOwners > 0 {
+		spec.Maps["fowners"].MaxEntries = cfg.SignalOwners
 	}
 	if cfg.Observe {
 		observeOnly(spec)

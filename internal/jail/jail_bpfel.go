@@ -250,6 +250,7 @@ const (
 	jailMapCounters               = "counters"
 	jailMapEvents                 = "events"
 	jailMapFowners                = "fowners"
+	jailMapFownersFull            = "fowners_full"
 	jailMapGitnames               = "gitnames"
 	jailMapInbLast                = "inb_last"
 	jailMapKeys                   = "keys"
@@ -450,24 +451,25 @@ type jailProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type jailMapSpecs struct {
-	Calls      *ebpf.MapSpec `ebpf:"calls"`
-	Counters   *ebpf.MapSpec `ebpf:"counters"`
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	Fowners    *ebpf.MapSpec `ebpf:"fowners"`
-	Gitnames   *ebpf.MapSpec `ebpf:"gitnames"`
-	InbLast    *ebpf.MapSpec `ebpf:"inb_last"`
-	Keys       *ebpf.MapSpec `ebpf:"keys"`
-	Marks      *ebpf.MapSpec `ebpf:"marks"`
-	NamedFiles *ebpf.MapSpec `ebpf:"named_files"`
-	ObsCreated *ebpf.MapSpec `ebpf:"obs_created"`
-	Owned      *ebpf.MapSpec `ebpf:"owned"`
-	Patterns   *ebpf.MapSpec `ebpf:"patterns"`
-	Pendings   *ebpf.MapSpec `ebpf:"pendings"`
-	Protect    *ebpf.MapSpec `ebpf:"protect"`
-	Reg        *ebpf.MapSpec `ebpf:"reg"`
-	Repeats    *ebpf.MapSpec `ebpf:"repeats"`
-	Rules      *ebpf.MapSpec `ebpf:"rules"`
-	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	Calls       *ebpf.MapSpec `ebpf:"calls"`
+	Counters    *ebpf.MapSpec `ebpf:"counters"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	Fowners     *ebpf.MapSpec `ebpf:"fowners"`
+	FownersFull *ebpf.MapSpec `ebpf:"fowners_full"`
+	Gitnames    *ebpf.MapSpec `ebpf:"gitnames"`
+	InbLast     *ebpf.MapSpec `ebpf:"inb_last"`
+	Keys        *ebpf.MapSpec `ebpf:"keys"`
+	Marks       *ebpf.MapSpec `ebpf:"marks"`
+	NamedFiles  *ebpf.MapSpec `ebpf:"named_files"`
+	ObsCreated  *ebpf.MapSpec `ebpf:"obs_created"`
+	Owned       *ebpf.MapSpec `ebpf:"owned"`
+	Patterns    *ebpf.MapSpec `ebpf:"patterns"`
+	Pendings    *ebpf.MapSpec `ebpf:"pendings"`
+	Protect     *ebpf.MapSpec `ebpf:"protect"`
+	Reg         *ebpf.MapSpec `ebpf:"reg"`
+	Repeats     *ebpf.MapSpec `ebpf:"repeats"`
+	Rules       *ebpf.MapSpec `ebpf:"rules"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // jailVariableSpecs contains global variables before they are loaded into the kernel.
@@ -506,24 +508,25 @@ func (o *jailObjects) Close() error {
 //
 // It can be passed to loadJailObjects or ebpf.CollectionSpec.LoadAndAssign.
 type jailMaps struct {
-	Calls      *ebpf.Map `ebpf:"calls"`
-	Counters   *ebpf.Map `ebpf:"counters"`
-	Events     *ebpf.Map `ebpf:"events"`
-	Fowners    *ebpf.Map `ebpf:"fowners"`
-	Gitnames   *ebpf.Map `ebpf:"gitnames"`
-	InbLast    *ebpf.Map `ebpf:"inb_last"`
-	Keys       *ebpf.Map `ebpf:"keys"`
-	Marks      *ebpf.Map `ebpf:"marks"`
-	NamedFiles *ebpf.Map `ebpf:"named_files"`
-	ObsCreated *ebpf.Map `ebpf:"obs_created"`
-	Owned      *ebpf.Map `ebpf:"owned"`
-	Patterns   *ebpf.Map `ebpf:"patterns"`
-	Pendings   *ebpf.Map `ebpf:"pendings"`
-	Protect    *ebpf.Map `ebpf:"protect"`
-	Reg        *ebpf.Map `ebpf:"reg"`
-	Repeats    *ebpf.Map `ebpf:"repeats"`
-	Rules      *ebpf.Map `ebpf:"rules"`
-	Scratch    *ebpf.Map `ebpf:"scratch"`
+	Calls       *ebpf.Map `ebpf:"calls"`
+	Counters    *ebpf.Map `ebpf:"counters"`
+	Events      *ebpf.Map `ebpf:"events"`
+	Fowners     *ebpf.Map `ebpf:"fowners"`
+	FownersFull *ebpf.Map `ebpf:"fowners_full"`
+	Gitnames    *ebpf.Map `ebpf:"gitnames"`
+	InbLast     *ebpf.Map `ebpf:"inb_last"`
+	Keys        *ebpf.Map `ebpf:"keys"`
+	Marks       *ebpf.Map `ebpf:"marks"`
+	NamedFiles  *ebpf.Map `ebpf:"named_files"`
+	ObsCreated  *ebpf.Map `ebpf:"obs_created"`
+	Owned       *ebpf.Map `ebpf:"owned"`
+	Patterns    *ebpf.Map `ebpf:"patterns"`
+	Pendings    *ebpf.Map `ebpf:"pendings"`
+	Protect     *ebpf.Map `ebpf:"protect"`
+	Reg         *ebpf.Map `ebpf:"reg"`
+	Repeats     *ebpf.Map `ebpf:"repeats"`
+	Rules       *ebpf.Map `ebpf:"rules"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *jailMaps) Close() error {
@@ -532,6 +535,7 @@ func (m *jailMaps) Close() error {
 		m.Counters,
 		m.Events,
 		m.Fowners,
+		m.FownersFull,
 		m.Gitnames,
 		m.InbLast,
 		m.Keys,

@@ -186,10 +186,12 @@ struct {
 /* Files whose signal owner (F_SETOWN, FIOSETOWN, SIOCSPGRP, a lease) a
  * jailed process set last, by the file's address, with who set it: their
  * SIGIO and SIGURG may reach only the cell's own processes (see
- * file_send_sigiotask). Not LRU: an entry pushed out would let the signal
- * through; a full map kills the setter instead. An entry outlives its
- * file, but the address's next owner is set through file_set_fowner too,
- * which replaces or removes it. */
+ * file_send_sigiotask). An entry outlives its file, but the address's next
+ * owner is set through file_set_fowner too, which replaces or removes it.
+ * Not LRU: an entry pushed out would let the signal through. A cell can
+ * fill it on purpose (many live files, each given an owner): then
+ * fowners_full is set, and from then on no file without a note may signal
+ * a process outside the cell (Go sizes it: Config.SignalOwners). */
 struct fowner {
 	__u32 tgid;
 	__u32 tid;
@@ -199,10 +201,18 @@ struct fowner {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
 	__type(key, __u64);
 	__type(value, struct fowner);
 } fowners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fowners_full SEC(".maps");
 
 struct scratch {
 	struct repeat_key rk; /* report_rep's key, off the stack */

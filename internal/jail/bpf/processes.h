@@ -165,10 +165,17 @@ int BPF_PROG(file_set_fowner, struct file *file)
 	o.tid = (__u32)id;
 	o.uid = (__u32)bpf_get_current_uid_gid();
 	bpf_get_current_comm(o.comm, sizeof(o.comm));
-	/* The hook cannot refuse: a setter whose file cannot be noted is
-	 * killed before the owner it set can be used. */
-	if (bpf_map_update_elem(&fowners, &key, &o, BPF_ANY))
+	/* The hook cannot refuse, and the owner is set whatever happens
+	 * here: a file that cannot be noted marks the notes full (see
+	 * file_send_sigiotask), and its setter is killed if it can be (the
+	 * signal may be refused: the hook runs with interrupts off). */
+	if (bpf_map_update_elem(&fowners, &key, &o, BPF_ANY)) {
+		__u32 zero = 0, *full = bpf_map_lookup_elem(&fowners_full, &zero);
+
+		if (full)
+			*full = 1;
 		bpf_send_signal(9 /* SIGKILL */);
+	}
 	return 0;
 }
 
@@ -194,6 +201,7 @@ SEC("lsm/file_send_sigiotask")
 int BPF_PROG(file_send_sigiotask, struct task_struct *tsk, struct fown_struct *fown, int sig)
 {
 	__u64 key;
+	__u32 zero = 0, *full;
 	struct fowner *o;
 	struct rep r = { .op = AL_OP_SIGNAL, .class = AL_CLASS_OUTSIDE };
 
@@ -201,8 +209,17 @@ int BPF_PROG(file_send_sigiotask, struct task_struct *tsk, struct fown_struct *f
 		return 0;
 	key = fown_file(fown);
 	o = bpf_map_lookup_elem(&fowners, &key);
-	if (!o)
-		return 0;
+	if (!o) {
+		/* No note: someone outside set the owner, unless the notes
+		 * overflowed; then any file may be one the cell aimed, and
+		 * signals to processes outside it are refused (fail closed),
+		 * reported as whoever made the file ready. Not those of owners
+		 * root set: the cell has no root to set them with. */
+		full = bpf_map_lookup_elem(&fowners_full, &zero);
+		if (!full || !*full || BPF_CORE_READ(fown, euid.val) == 0)
+			return 0;
+		return report(AL_OP_SIGNAL, AL_CLASS_OUTSIDE, 0, 0, 0, tsk->tgid, sig ? sig : SIGIO);
+	}
 	r.target_pid = tsk->tgid;
 	r.detail = sig ? sig : SIGIO;
 	r.as_tgid = o->tgid;
