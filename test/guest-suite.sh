@@ -278,32 +278,25 @@ case " ${LANDLOCK_TRIPWIRE_ON:-forky} " in
 *) echo "guest-suite: SKIP the Landlock engine's protected family (run on: ${LANDLOCK_TRIPWIRE_ON:-forky})" ;;
 esac
 
+# bench_step NAME LIST FLAG: the benchmark with FLAG as step NAME, in the
+# guests of LIST.
+bench_step() {
+	if ! on "$2"; then
+		echo "guest-suite: SKIP $1 (runs on: $2)"
+	elif [ -x .build/bench ]; then
+		step "$1" .build/bench "$3" -agent-lock .build/agent-lock
+	else
+		echo "guest-suite: SKIP $1 (.build/bench not built)"
+	fi
+}
+
 # The benchmark suite at toy sizes, in the guests named in BENCH_SMOKE_ON
 # (trixie, the shortest): it must keep working, its numbers mean nothing
 # here (make bench measures).
-case " ${BENCH_SMOKE_ON:-trixie} " in
-*" ${AGENT_LOCK_KERNEL:-} "*)
-	if [ -x .build/bench ]; then
-		step bench-smoke .build/bench -smoke -agent-lock .build/agent-lock
-	else
-		echo "guest-suite: SKIP bench-smoke (.build/bench not built)"
-	fi
-	;;
-*) echo "guest-suite: SKIP bench-smoke (runs on: ${BENCH_SMOKE_ON:-trixie})" ;;
-esac
-
+bench_step bench-smoke "${BENCH_SMOKE_ON:-trixie}" -smoke
 # The benchmark at a tenth of its size in forky (make bench-quick): the
 # kernel's ns per program run and the storm's counts hold at that size.
 # It fails only if it cannot run; its targets are printed, not asserted.
-case " ${BENCH_QUICK_ON:-forky} " in
-*" ${AGENT_LOCK_KERNEL:-} "*)
-	if [ -x .build/bench ]; then
-		step bench-quick .build/bench -quick -agent-lock .build/agent-lock
-	else
-		echo "guest-suite: SKIP bench-quick (.build/bench not built)"
-	fi
-	;;
-*) echo "guest-suite: SKIP bench-quick (runs on: ${BENCH_QUICK_ON:-forky})" ;;
-esac
+bench_step bench-quick "${BENCH_QUICK_ON:-forky}" -quick
 
 finish

@@ -87,27 +87,14 @@ os.write(w, b"x")
 print("written", flush=True)
 `, 4*testSignalOwners)
 	for _, jailed := range []bool{false, true} {
-		victim := exec.Command("sleep", "60")
-		victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testUID, Gid: testUID}}
-		if err := victim.Start(); err != nil {
-			t.Fatal(err)
-		}
-		gone := make(chan error, 1)
-		go func() { gone <- victim.Wait() }()
+		victim := startVictim(t)
 		cmd := c.command(`exec python3 -c "$SCRIPT" "$VICTIM"`)
-		cmd.Env = append(cmd.Env, "SCRIPT="+script, fmt.Sprintf("VICTIM=%d", victim.Process.Pid))
+		cmd.Env = append(cmd.Env, "SCRIPT="+script, fmt.Sprintf("VICTIM=%d", victim.pid()))
 		if !jailed {
 			cmd.SysProcAttr.UseCgroupFD = false
 		}
 		out, _ := cmd.CombinedOutput()
-		var died bool
-		select {
-		case <-gone:
-			died = true
-		case <-time.After(2 * time.Second):
-			victim.Process.Kill()
-			<-gone
-		}
+		died := victim.diedWithin(2 * time.Second)
 		switch {
 		case !strings.Contains(string(out), "written"):
 			t.Fatalf("jailed=%v: the parent did not make the pipe ready: %s", jailed, out)
@@ -116,9 +103,41 @@ print("written", flush=True)
 		case jailed && died:
 			t.Errorf("with the notes of signal owners full, the cell's owner killed a process outside it: %s", out)
 		}
-		if jailed && findSignal(c.events(), victim.Process.Pid) == nil {
+		if jailed && findSignal(c.events(), victim.pid()) == nil {
 			t.Errorf("the refused SIGIO was not reported")
 		}
+	}
+}
+
+// victim is a process of the test user outside the cell, for a signal to
+// kill.
+type victim struct {
+	cmd  *exec.Cmd
+	gone chan error
+}
+
+func startVictim(t *testing.T) *victim {
+	t.Helper()
+	v := &victim{cmd: exec.Command("sleep", "60"), gone: make(chan error, 1)}
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testUID, Gid: testUID}}
+	if err := v.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { v.gone <- v.cmd.Wait() }()
+	return v
+}
+
+func (v *victim) pid() int { return v.cmd.Process.Pid }
+
+// diedWithin says whether the victim died within d; if not, it is killed.
+func (v *victim) diedWithin(d time.Duration) bool {
+	select {
+	case <-v.gone:
+		return true
+	case <-time.After(d):
+		v.cmd.Process.Kill()
+		<-v.gone
+		return false
 	}
 }
 
@@ -144,13 +163,7 @@ func signalOwner(t *testing.T, c *cell) {
 	}
 	os.Chown(fifo, testUID, testUID)
 	for _, jailed := range []bool{false, true} {
-		victim := exec.Command("sleep", "60")
-		victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testUID, Gid: testUID}}
-		if err := victim.Start(); err != nil {
-			t.Fatal(err)
-		}
-		gone := make(chan error, 1)
-		go func() { gone <- victim.Wait() }()
+		victim := startVictim(t)
 		cmd := c.command(fmt.Sprintf(`exec python3 -c '
 import fcntl, os, signal, sys
 r = os.open(%q, os.O_RDONLY | os.O_NONBLOCK)
@@ -159,7 +172,7 @@ fcntl.fcntl(r, 10, signal.SIGTERM)  # F_SETSIG
 fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
 print("ready", flush=True)
 sys.stdin.read()
-'`, fifo, victim.Process.Pid))
+'`, fifo, victim.pid()))
 		if !jailed {
 			cmd.SysProcAttr.UseCgroupFD = false
 		}
@@ -174,14 +187,7 @@ sys.stdin.read()
 		}
 		w.Write([]byte("x"))
 		w.Close()
-		var died bool
-		select {
-		case <-gone:
-			died = true
-		case <-time.After(2 * time.Second):
-			victim.Process.Kill()
-			<-gone
-		}
+		died := victim.diedWithin(2 * time.Second)
 		hold.Close()
 		out := done()
 		switch {
@@ -193,7 +199,7 @@ sys.stdin.read()
 		if !jailed {
 			continue
 		}
-		ev := findSignal(c.events(), victim.Process.Pid)
+		ev := findSignal(c.events(), victim.pid())
 		switch {
 		case ev == nil:
 			t.Errorf("the refused SIGIO was not reported")
