@@ -315,16 +315,11 @@ func Attach(ctx context.Context, path string, in, out *os.File) (End, error) {
 			}
 		}
 	}()
-	sc := bufio.NewScanner(conn)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var m message
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.End != nil {
-			if m.End.Refused != "" {
-				return *m.End, errors.New(m.End.Refused)
-			}
-			return *m.End, nil
+	if end, ok := serverEnd(conn); ok {
+		if end.Refused != "" {
+			return end, errors.New(end.Refused)
 		}
+		return end, nil
 	}
 	if ctx.Err() != nil {
 		return End{}, ctx.Err()
@@ -336,10 +331,10 @@ func Attach(ctx context.Context, path string, in, out *os.File) (End, error) {
 	return End{}, errors.New("the session's agent-lock went without a word (see its log beside the recording)")
 }
 
-// lastWord reads what a server that went away said last, if anything.
-func lastWord(conn *net.UnixConn) (End, bool) {
-	conn.SetReadDeadline(time.Now().Add(time.Second))
+// serverEnd reads the server's lines until its last word, if it says one.
+func serverEnd(conn *net.UnixConn) (End, bool) {
 	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		var m message
 		if json.Unmarshal(sc.Bytes(), &m) == nil && m.End != nil {
@@ -347,6 +342,12 @@ func lastWord(conn *net.UnixConn) (End, bool) {
 		}
 	}
 	return End{}, false
+}
+
+// lastWord is what a server that went away said last, if anything.
+func lastWord(conn *net.UnixConn) (End, bool) {
+	conn.SetReadDeadline(time.Now().Add(time.Second))
+	return serverEnd(conn)
 }
 
 // Find is the socket of session id among dirs, if it has one.
