@@ -31,8 +31,9 @@ BENCH_VMTEST_FLAGS ?= -timeout=30m -parallel=2 -kernels=bookworm,forky,trixie
 # agents the profile tests run (make agents): Debian's package where no npm
 # is installed (a NodeSource nodejs brings its own and conflicts with it).
 # The network suite (test/nettest) runs dig (bind9-dnsutils), curl, git,
-# ssh (openssh-client) and python3 in its namespaces.
-DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux bind9-dnsutils curl git openssh-client python3
+# ssh (openssh-client) and python3 in its namespaces. btrfs-progs makes the
+# btrfs of the jail's subvolume test.
+DEPS := qemu-system-x86 busybox-static gcc libc6-dev tmux bind9-dnsutils curl git openssh-client python3 btrfs-progs
 GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
 .PHONY: test build test-bins agents unit vmtest vmtest-self native bench bench-quick bench-native adversary deps generate-deps generate check-generate clean screenshot bench-pane

@@ -176,6 +176,10 @@ type Jail struct {
 	// loadTime is how long the kernel took to load and verify the
 	// programs (and create the maps): most of agent-lock's start.
 	loadTime time.Duration
+	// pins hold every granted root open, so that its inode, which the
+	// kernel's rule names by address (struct rule.inode), is not freed
+	// while the cell runs; LinkFiles passes duplicates to the reaper.
+	pins []*os.File
 	// killSeq: see KillSeq.
 	killSeq uint32
 	warn    func(format string, args ...any)
@@ -585,21 +589,53 @@ func (j *Jail) handshakeOnce(path string, slot jailRegistration, flags int) (jai
 	// Sockets refuse open with ENXIO after file_open ran; FIFOs must not
 	// block. Either way the hook has seen the inode.
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY|flags, 0)
-	if err == nil {
-		unix.Close(fd)
-	} else if !errors.Is(err, unix.ENXIO) {
-		return after, err
+	if err != nil {
+		if !errors.Is(err, unix.ENXIO) {
+			return after, err
+		}
+		fd = -1
+	}
+	pinned := false
+	if fd >= 0 {
+		defer func() {
+			if !pinned {
+				unix.Close(fd)
+			}
+		}()
 	}
 	if err := regMap.Lookup(zero, &after); err != nil {
 		return after, err
+	}
+	if after.Clash == 1 {
+		return after, fmt.Errorf("its inode number (%d) is already another registered root's on the same file system "+
+			"(btrfs subvolumes number their inodes alike), and the BPF LSM engine cannot tell the two apart: "+
+			"use --engine landlock", after.Ino)
 	}
 	if after.Seq != before.Seq+1 {
 		return after, errNotRecorded
 	}
 	if slot.Flags != uint32(ruleSeal) {
 		j.killSeq = after.KillSeq
+		pinned = j.keepRoot(fd, RuleFlags(slot.Flags))
 	}
 	return after, nil
+}
+
+// keepRoot keeps fd, just registered with flags, open for the session when the
+// rule grants something (struct rule.inode): a folder or a file. Sockets
+// are held by their binding (and cannot be opened); FIFOs and devices are
+// not held, as an open reader changes what writers see: should their
+// inode be evicted, their grant fails closed.
+func (j *Jail) keepRoot(fd int, flags RuleFlags) bool {
+	var st unix.Stat_t
+	if fd < 0 || flags&^(Deny|Protect|Grant|Project|InGit) == 0 || unix.Fstat(fd, &st) != nil {
+		return false
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG {
+		return false
+	}
+	j.pins = append(j.pins, os.NewFile(uintptr(fd), "rule-root"))
+	return true
 }
 
 // checkNamed says what is wrong with a Named rule, or nil.
@@ -660,9 +696,10 @@ func (j *Jail) LoadTime() time.Duration { return j.loadTime }
 // starts anything there.
 func (j *Jail) KillSeq() uint32 { return j.killSeq }
 
-// LinkFiles returns duplicates of the attachment descriptors. Whoever holds
-// them keeps the programs attached; the reaper holds them so that the jail
-// outlives agent-lock until every jailed process is dead.
+// LinkFiles returns duplicates of the attachment descriptors, and of the
+// granted roots' (pins). Whoever holds them keeps the programs attached and
+// the rules' inodes alive; the reaper holds them so that the jail outlives
+// agent-lock until every jailed process is dead.
 func (j *Jail) LinkFiles() ([]*os.File, error) {
 	var files []*os.File
 	for _, l := range j.links {
@@ -675,6 +712,13 @@ func (j *Jail) LinkFiles() ([]*os.File, error) {
 			return nil, fmt.Errorf("dup link: %w", err)
 		}
 		files = append(files, os.NewFile(uintptr(fd), "bpf-link"))
+	}
+	for _, p := range j.pins {
+		fd, err := unix.FcntlInt(p.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return nil, fmt.Errorf("dup rule root: %w", err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), "rule-root"))
 	}
 	return files, nil
 }
@@ -791,6 +835,10 @@ func (j *Jail) Close() error {
 		l.Close()
 	}
 	j.links = nil
+	for _, p := range j.pins {
+		p.Close()
+	}
+	j.pins = nil
 	if j.coll != nil {
 		j.coll.Close()
 	}

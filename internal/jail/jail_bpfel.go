@@ -188,7 +188,7 @@ type jailRegistration struct {
 	Named   uint32
 	Sealed  uint32
 	KillSeq uint32
-	_       [4]byte
+	Clash   uint32
 }
 
 type jailRepeat struct {
@@ -221,6 +221,7 @@ type jailRule struct {
 	Id    uint32
 	Prot  uint32
 	Named uint32
+	Inode uint64
 }
 
 type jailRuleKey struct {

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"sort"
@@ -58,6 +59,11 @@ func TestVerifierCost(t *testing.T) {
 		Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats},
 	})
 	if err != nil {
+		// The verifier's whole log, not the error's last lines.
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			t.Fatalf("%v:\n%+v", err, ve)
+		}
 		t.Fatalf("%+v", err)
 	}
 	defer coll.Close()

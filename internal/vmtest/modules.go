@@ -15,10 +15,11 @@ import (
 // guestModules are what the guest init needs before it can reach the host's
 // root: virtio PCI transport, virtiofs, overlay and loop for the tests
 // that build an overlay or a disk file system (the guest cannot load modules
-// later: its /lib/modules is the host's), and veth for the network tests'
-// namespaces (test/nettest). Dependencies are found from each module's
+// later: its /lib/modules is the host's), veth for the network tests'
+// namespaces (test/nettest), and btrfs, whose subvolumes share one
+// superblock (internal/jail's TestSubvolumes). Dependencies are found from each module's
 // modinfo.
-var guestModules = []string{"virtio_pci", "virtiofs", "overlay", "loop", "veth"}
+var guestModules = []string{"virtio_pci", "virtiofs", "overlay", "loop", "veth", "btrfs"}
 
 // kmod is a loadable module the initramfs has to carry.
 type kmod struct {

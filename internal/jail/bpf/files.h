@@ -77,7 +77,7 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 		struct query q = {};
 
 		old = bpf_map_lookup_elem(&rules, &k);
-		if (!old)
+		if (!old || !rule_owns(old, inode))
 			return;
 		nr = *old;
 		q.dentry = (__u64)BPF_CORE_READ(d, d_parent);
@@ -98,7 +98,16 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 	nr.id = r->id; /* a later registration of the same root names it (denials come last) */
 	nr.prot = r->prot;
 	nr.named = r->named;
+	nr.inode = (__u64)inode;
 	old = bpf_map_lookup_elem(&rules, &k);
+	if (old && !rule_owns(old, inode)) {
+		/* Two roots, one number (btrfs subvolumes): one map entry
+		 * cannot tell them apart. agent-lock refuses to start. */
+		r->clash = 1;
+		r->flags = 0;
+		r->seq++;
+		return;
+	}
 	if (old) {
 		nr.flags |= old->flags;
 		if (!(r->flags & RULE_PROTECT))

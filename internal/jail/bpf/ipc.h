@@ -29,7 +29,7 @@ static __always_inline int peer_allowed(struct sock *other)
 		return 0;
 	struct rule_key k = { .dev = BPF_CORE_READ(d, d_sb, s_dev), .ino = BPF_CORE_READ(inode, i_ino) };
 	struct rule *r = bpf_map_lookup_elem(&rules, &k);
-	return r && (r->flags & RULE_SOCKET);
+	return r && (r->flags & RULE_SOCKET) && rule_owns(r, inode);
 }
 
 static __always_inline int unix_report(__u32 op, struct sock *other)

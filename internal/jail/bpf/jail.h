@@ -144,7 +144,27 @@ struct rule {
 	              * 0 for a directory registered only for its named files */
 	__u32 prot;  /* RULE_PROTECT: the protect-trie node of this root */
 	__u32 named; /* RULE_NAMED: its group in the named table */
+	/* The inode registered. The key names a number on a superblock,
+	 * and one number can be two inodes: btrfs numbers each subvolume's
+	 * inodes on its own under one superblock, and a removed folder's
+	 * number is reused. A denial holds for every inode with the number
+	 * (too much is the safe side); what grants holds only for this
+	 * inode, which agent-lock keeps open (and its reaper after it), so
+	 * that it is neither freed nor evicted while the cell runs. Should
+	 * both be killed, the pinned programs still run: an inode evicted
+	 * then comes back at another address, and its grant fails closed.
+	 * (Its generation would also tell a later inode of the same number
+	 * that took the very address; reading it takes 6.1's combined stack
+	 * of path_rename past 512 bytes.) */
+	__u64 inode;
 };
+
+/* rule_owns says whether rule r, found by inode's number, was registered
+ * for inode itself: only then does what it grants apply. */
+static __always_inline int rule_owns(struct rule *r, struct inode *inode)
+{
+	return r->inode == (__u64)inode;
+}
 
 /*
  * Files granted read-write by name in their directory, with their siblings:
@@ -284,6 +304,8 @@ struct registration {
 	__u32 kill_seq; /* the kernel writes how many times cgroup.kill was
 	                 * written in the registering process's cgroup (0 on
 	                 * kernels that do not count them) */
+	__u32 clash;   /* the kernel writes 1 when the root's number is already
+	                * another registered inode's (struct rule.inode) */
 };
 
 #endif

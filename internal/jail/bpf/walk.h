@@ -68,11 +68,15 @@ static long walk_step(__u32 i, struct walk *w)
 		struct rule *r = bpf_map_lookup_elem(&rules, &k);
 
 		if (r) {
+			/* Denied by number; granted only as the very inode
+			 * registered (struct rule.inode). */
+			__u32 own = rule_owns(r, inode);
+
 			if ((r->flags & RULE_DENY) && !w->deny) {
 				w->deny = 1;
 				w->deny_id = r->id;
 			}
-			if (!w->nearest && (r->flags & (RULE_READ | RULE_WRITE | RULE_SCRATCH))) {
+			if (own && !w->nearest && (r->flags & (RULE_READ | RULE_WRITE | RULE_SCRATCH))) {
 				w->nearest = r->flags;
 				w->nearest_at = i;
 				w->nearest_id = r->id;
@@ -83,7 +87,7 @@ static long walk_step(__u32 i, struct walk *w)
 			 * above the nearest one decide nothing: the walk ends
 			 * here, as at the root (one exit: fewer states for the
 			 * verifier to walk through). */
-			sealed = (r->flags & RULE_SEALED) && w->nearest;
+			sealed = own && (r->flags & RULE_SEALED) && w->nearest;
 		}
 	}
 	p = BPF_CORE_READ(d, d_parent);
@@ -111,7 +115,7 @@ static __always_inline __u32 named_group(struct dentry *dir, __u32 dev)
 		return 0;
 	k.ino = BPF_CORE_READ(inode, i_ino);
 	r = bpf_map_lookup_elem(&rules, &k);
-	if (!r || !(r->flags & RULE_NAMED))
+	if (!r || !(r->flags & RULE_NAMED) || !rule_owns(r, inode))
 		return 0;
 	return r->named;
 }
