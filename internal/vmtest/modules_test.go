@@ -53,6 +53,11 @@ var bookwormModules = map[string][]string{
 	"overlay":               nil,
 	"loop":                  nil,
 	"veth":                  nil,
+	"btrfs":                 {"zstd_compress", "raid6_pq", "xor", "libcrc32c"},
+	"zstd_compress":         nil,
+	"raid6_pq":              nil,
+	"xor":                   nil,
+	"libcrc32c":             nil,
 }
 
 func fakeTree(graph map[string][]string) (map[string]string, func(string) ([]string, error)) {
@@ -76,20 +81,20 @@ func TestResolveModules(t *testing.T) {
 		for _, m := range mods {
 			names = append(names, m.Name)
 		}
-		want := []string{"virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio", "virtio_ring", "virtio_pci", "fuse", "virtiofs", "overlay", "loop", "veth"}
+		want := []string{"virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio", "virtio_ring", "virtio_pci", "fuse", "virtiofs", "overlay", "loop", "veth", "zstd_compress", "raid6_pq", "xor", "libcrc32c", "btrfs"}
 		if !slices.Equal(names, want) {
 			t.Errorf("load order = %q, want %q", names, want)
 		}
 	})
 	t.Run("trixie builds virtio in", func(t *testing.T) {
-		loadable, deps := fakeTree(map[string][]string{"overlay": nil, "loop": nil, "veth": nil})
+		loadable, deps := fakeTree(map[string][]string{"overlay": nil, "loop": nil, "veth": nil, "btrfs": nil})
 		builtin := map[string]bool{"virtio_pci": true, "virtiofs": true, "virtio": true, "fuse": true}
 		mods, err := resolveModules(guestModules, loadable, builtin, deps)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(mods) != 3 || mods[0].Name != "overlay" || mods[0].Path != "/m/overlay.ko" || mods[1].Name != "loop" || mods[2].Name != "veth" {
-			t.Errorf("modules = %+v, want only overlay, loop and veth", mods)
+		if len(mods) != 4 || mods[0].Name != "overlay" || mods[0].Path != "/m/overlay.ko" || mods[1].Name != "loop" || mods[2].Name != "veth" || mods[3].Name != "btrfs" {
+			t.Errorf("modules = %+v, want only overlay, loop, veth and btrfs", mods)
 		}
 	})
 	t.Run("missing dependency", func(t *testing.T) {
