@@ -214,6 +214,7 @@ func observeOnly(spec *ebpf.CollectionSpec) {
 	}
 	delete(spec.Maps, "marks")
 	delete(spec.Maps, "pendings")
+	delete(spec.Maps, "walks")
 }
 
 // mountTracefs makes the system-call tracepoints reachable: attaching one
@@ -272,7 +273,9 @@ func Load(cfg Config) (*Jail, error) {
 		}
 		if cfg.OnlyFileOpen {
 			for name := range spec.Programs {
-				if name != "file_open" {
+				// file_open, and the counts of folder moves that
+				// its walk cache (bpf/cache.h) needs.
+				if name != "file_open" && name != "move_started" && name != "move_done" {
 					delete(spec.Programs, name)
 				}
 			}
@@ -320,6 +323,14 @@ func Load(cfg Config) (*Jail, error) {
 	if namedCount > NamedMax {
 		return nil, fmt.Errorf("load jail: %d files granted by name, the kernel's table holds %d; grant their folders instead", namedCount, NamedMax)
 	}
+	// The folders' walk cache (bpf/cache.h): its proof leans on x86's
+	// ordering of loads; elsewhere it is off, and so are the programs
+	// that count folder moves for it.
+	walkCache := !cfg.Observe && runtime.GOARCH == "amd64"
+	if !walkCache {
+		delete(spec.Programs, "move_started")
+		delete(spec.Programs, "move_done")
+	}
 	for name, v := range map[string]any{
 		"jail_cgroup_id":  cfg.CgroupID,
 		"audit_mode":      boolU32(cfg.Audit),
@@ -331,6 +342,7 @@ func Load(cfg Config) (*Jail, error) {
 		"named_count":     namedCount,
 		"git_names":       gitNames,
 		"observe_only":    boolU32(cfg.Observe),
+		"walk_cache":      boolU32(walkCache),
 	} {
 		if err := set(name, v); err != nil {
 			return nil, fmt.Errorf("load jail: set %s: %w", name, err)

@@ -243,6 +243,24 @@ type jailScratch struct {
 	Ev       jailEvent
 }
 
+type jailWalked struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Deny        uint32
+	Seq         uint64
+	Dentry      uint64
+	NearestD    uint64
+	DenyId      uint32
+	Nearest     uint32
+	NearestAt   uint32
+	NearestId   uint32
+	NearestProt uint32
+	AtRoot      uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -266,6 +284,7 @@ const (
 	jailMapRepeats                = "repeats"
 	jailMapRules                  = "rules"
 	jailMapScratch                = "scratch"
+	jailMapWalks                  = "walks"
 	jailProgBpf                   = "bpf"
 	jailProgD_instantiate         = "d_instantiate"
 	jailProgEnterCreat            = "enter_creat"
@@ -297,7 +316,9 @@ const (
 	jailProgKeyFree               = "key_free"
 	jailProgKeyFreed              = "key_freed"
 	jailProgKeyPermission         = "key_permission"
+	jailProgMoveDone              = "move_done"
 	jailProgMoveMount             = "move_mount"
+	jailProgMoveStarted           = "move_started"
 	jailProgMsgQueueAllocSecurity = "msg_queue_alloc_security"
 	jailProgMsgQueueFreeSecurity  = "msg_queue_free_security"
 	jailProgPathChmod             = "path_chmod"
@@ -333,12 +354,15 @@ const (
 	jailVarGitNames               = "git_names"
 	jailVarInbGapNs               = "inb_gap_ns"
 	jailVarJailCgroupId           = "jail_cgroup_id"
+	jailVarMovesDone              = "moves_done"
+	jailVarMovesStarted           = "moves_started"
 	jailVarNamedCount             = "named_count"
 	jailVarObserveOnly            = "observe_only"
 	jailVarPatCount               = "pat_count"
 	jailVarPatScopes              = "pat_scopes"
 	jailVarStreamInbounds         = "stream_inbounds"
 	jailVarTtyRdev                = "tty_rdev"
+	jailVarWalkCache              = "walk_cache"
 )
 
 // loadJail returns the embedded CollectionSpec for jail.
@@ -414,7 +438,9 @@ type jailProgramSpecs struct {
 	KeyFree               *ebpf.ProgramSpec `ebpf:"key_free"`
 	KeyFreed              *ebpf.ProgramSpec `ebpf:"key_freed"`
 	KeyPermission         *ebpf.ProgramSpec `ebpf:"key_permission"`
+	MoveDone              *ebpf.ProgramSpec `ebpf:"move_done"`
 	MoveMount             *ebpf.ProgramSpec `ebpf:"move_mount"`
+	MoveStarted           *ebpf.ProgramSpec `ebpf:"move_started"`
 	MsgQueueAllocSecurity *ebpf.ProgramSpec `ebpf:"msg_queue_alloc_security"`
 	MsgQueueFreeSecurity  *ebpf.ProgramSpec `ebpf:"msg_queue_free_security"`
 	PathChmod             *ebpf.ProgramSpec `ebpf:"path_chmod"`
@@ -471,6 +497,7 @@ type jailMapSpecs struct {
 	Repeats     *ebpf.MapSpec `ebpf:"repeats"`
 	Rules       *ebpf.MapSpec `ebpf:"rules"`
 	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	Walks       *ebpf.MapSpec `ebpf:"walks"`
 }
 
 // jailVariableSpecs contains global variables before they are loaded into the kernel.
@@ -481,12 +508,15 @@ type jailVariableSpecs struct {
 	GitNames       *ebpf.VariableSpec `ebpf:"git_names"`
 	InbGapNs       *ebpf.VariableSpec `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.VariableSpec `ebpf:"jail_cgroup_id"`
+	MovesDone      *ebpf.VariableSpec `ebpf:"moves_done"`
+	MovesStarted   *ebpf.VariableSpec `ebpf:"moves_started"`
 	NamedCount     *ebpf.VariableSpec `ebpf:"named_count"`
 	ObserveOnly    *ebpf.VariableSpec `ebpf:"observe_only"`
 	PatCount       *ebpf.VariableSpec `ebpf:"pat_count"`
 	PatScopes      *ebpf.VariableSpec `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.VariableSpec `ebpf:"stream_inbounds"`
 	TtyRdev        *ebpf.VariableSpec `ebpf:"tty_rdev"`
+	WalkCache      *ebpf.VariableSpec `ebpf:"walk_cache"`
 }
 
 // jailObjects contains all objects after they have been loaded into the kernel.
@@ -528,6 +558,7 @@ type jailMaps struct {
 	Repeats     *ebpf.Map `ebpf:"repeats"`
 	Rules       *ebpf.Map `ebpf:"rules"`
 	Scratch     *ebpf.Map `ebpf:"scratch"`
+	Walks       *ebpf.Map `ebpf:"walks"`
 }
 
 func (m *jailMaps) Close() error {
@@ -551,6 +582,7 @@ func (m *jailMaps) Close() error {
 		m.Repeats,
 		m.Rules,
 		m.Scratch,
+		m.Walks,
 	)
 }
 
@@ -562,12 +594,15 @@ type jailVariables struct {
 	GitNames       *ebpf.Variable `ebpf:"git_names"`
 	InbGapNs       *ebpf.Variable `ebpf:"inb_gap_ns"`
 	JailCgroupId   *ebpf.Variable `ebpf:"jail_cgroup_id"`
+	MovesDone      *ebpf.Variable `ebpf:"moves_done"`
+	MovesStarted   *ebpf.Variable `ebpf:"moves_started"`
 	NamedCount     *ebpf.Variable `ebpf:"named_count"`
 	ObserveOnly    *ebpf.Variable `ebpf:"observe_only"`
 	PatCount       *ebpf.Variable `ebpf:"pat_count"`
 	PatScopes      *ebpf.Variable `ebpf:"pat_scopes"`
 	StreamInbounds *ebpf.Variable `ebpf:"stream_inbounds"`
 	TtyRdev        *ebpf.Variable `ebpf:"tty_rdev"`
+	WalkCache      *ebpf.Variable `ebpf:"walk_cache"`
 }
 
 // jailPrograms contains all programs after they have been loaded into the kernel.
@@ -605,7 +640,9 @@ type jailPrograms struct {
 	KeyFree               *ebpf.Program `ebpf:"key_free"`
 	KeyFreed              *ebpf.Program `ebpf:"key_freed"`
 	KeyPermission         *ebpf.Program `ebpf:"key_permission"`
+	MoveDone              *ebpf.Program `ebpf:"move_done"`
 	MoveMount             *ebpf.Program `ebpf:"move_mount"`
+	MoveStarted           *ebpf.Program `ebpf:"move_started"`
 	MsgQueueAllocSecurity *ebpf.Program `ebpf:"msg_queue_alloc_security"`
 	MsgQueueFreeSecurity  *ebpf.Program `ebpf:"msg_queue_free_security"`
 	PathChmod             *ebpf.Program `ebpf:"path_chmod"`
@@ -672,7 +709,9 @@ func (p *jailPrograms) Close() error {
 		p.KeyFree,
 		p.KeyFreed,
 		p.KeyPermission,
+		p.MoveDone,
 		p.MoveMount,
+		p.MoveStarted,
 		p.MsgQueueAllocSecurity,
 		p.MsgQueueFreeSecurity,
 		p.PathChmod,

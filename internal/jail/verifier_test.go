@@ -50,6 +50,7 @@ func TestVerifierCost(t *testing.T) {
 		"pat_scopes":     uint32(patInGrants | patInProject),
 		"named_count":    uint32(NamedMax),
 		"git_names":      uint32(1<<(giFollowed+1) - 1),
+		"walk_cache":     uint32(1),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			t.Fatalf("set %s: %v", name, err)

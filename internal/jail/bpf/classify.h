@@ -76,8 +76,9 @@ __noinline int named_verdict(struct query *q, __u32 dev)
 	return nq->exact ? 1 : 2;
 }
 
-/* decide is classify's body. */
-static __always_inline int decide(struct query *q)
+/* decide is classify's body; wq, when not 0, is the target's folder's
+ * kept walk (cache.h), to use or to make. */
+static __always_inline int decide(struct query *q, struct walkq *wq)
 {
 	struct dentry *d;
 	struct inode *inode;
@@ -156,7 +157,25 @@ static __always_inline int decide(struct query *q)
 	w.dentry = (__u64)d;
 	w.dev = BPF_CORE_READ(sb, s_dev);
 	w.sb_root = (__u64)BPF_CORE_READ(sb, s_root);
-	bpf_loop(MAX_WALK, walk_step, &w, 0);
+	if (wq && walk_cache) {
+		/* The target itself, then its folder's kept walk, or the
+		 * walk from the folder, to keep when the target has no rule
+		 * of its own (what was found is then the folder's). */
+		walk_step(0, &w);
+		if (!w.done) {
+			__u64 p = w.dentry;
+			__u32 own = w.deny || w.nearest;
+
+			if (own || !walk_use(wq, p, &w)) {
+				w.base = 1;
+				bpf_loop(MAX_WALK - 1, walk_step, &w, 0);
+				if (!own)
+					walk_made(wq, p, &w);
+			}
+		}
+	} else {
+		bpf_loop(MAX_WALK, walk_step, &w, 0);
+	}
 	if (!w.done) {
 		v->class = AL_CLASS_UNRESOLVED;
 		v->flags = EV_UNRESOLVED;
@@ -296,11 +315,8 @@ static __always_inline int decide(struct query *q)
 	return 0;
 }
 
-/*
- * classify decides where q->dentry lies and what may be done to it, into q->v.
- * A global function: see report_rep.
- */
-__noinline int classify(struct query *q)
+/* classify_with is classify, with c as decide takes it. */
+static __always_inline int classify_with(struct query *q, struct walkq *wq)
 {
 	struct verdict *v;
 	struct inode *inode;
@@ -308,7 +324,7 @@ __noinline int classify(struct query *q)
 
 	if (!q)
 		return 0;
-	decide(q);
+	decide(q, wq);
 	/* A folder of named files may be listed (its names, not what they
 	 * hold) where nothing else lets the agent read it: programs that
 	 * save such a file look for it and its siblings there (Claude Code
@@ -323,6 +339,22 @@ __noinline int classify(struct query *q)
 		v->perm |= P_READ;
 	}
 	return 0;
+}
+
+/*
+ * classify decides where q->dentry lies and what may be done to it, into q->v.
+ * A global function: see report_rep.
+ */
+__noinline int classify(struct query *q)
+{
+	return classify_with(q, 0);
+}
+
+/* classify_walked is classify with the target's folder's kept walk, wq
+ * (file_open's: the opens of a build are most of what the jail decides). */
+__noinline int classify_walked(struct query *q, struct walkq *wq)
+{
+	return classify_with(q, wq);
 }
 
 static __always_inline __u32 inode_created(struct inode *inode)

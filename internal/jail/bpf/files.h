@@ -89,6 +89,7 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 			r->sealed = 1;
 		}
 		if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
+			moves_bump(); /* what walks find changed */
 			r->flags = 0;
 			r->seq++;
 		}
@@ -120,6 +121,7 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 			nr.id = old->id;
 	}
 	if (bpf_map_update_elem(&rules, &k, &nr, BPF_ANY) == 0) {
+		moves_bump(); /* what walks find changed */
 		r->dev = k.dev;
 		r->ino = k.ino;
 		r->named = nr.named;
@@ -161,7 +163,27 @@ int BPF_PROG(file_open, struct file *file)
 		op = AL_OP_READ;
 		need = P_READ;
 	}
-	classify_at(d, inode, need, &v);
+	struct query q = { .dentry = (__u64)d, .inode = (__u64)inode,
+			   .created = inode_created(inode), .need = need };
+	struct walked *c = 0;
+	struct walkq wq = {};
+	__u64 seq = WALKS_BUSY;
+
+	/* The folder's kept walk (cache.h), while no folder moves. */
+	if (walk_cache) {
+		seq = moves_quiet();
+		if (seq != WALKS_BUSY)
+			c = bpf_inode_storage_get(&walks, d->d_parent->d_inode, 0,
+						  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	}
+	if (c) {
+		walk_take(c, seq, &wq);
+		classify_walked(&q, &wq);
+		walk_keep(c, seq, &wq);
+	} else {
+		classify(&q);
+	}
+	v = q.v;
 	if ((v.perm & need) == need) {
 		if (v.class == AL_CLASS_INSIDE) {
 			count(CNT_INBOUNDS);

@@ -30,6 +30,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "maps.h"
 #include "report.h"
 #include "walk.h"
+#include "cache.h"
 #include "git.h"
 #include "names.h"
 #include "classify.h"
