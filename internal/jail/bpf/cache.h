@@ -20,7 +20,11 @@
  *   move started while it ran. So a kept walk is what a walk made now
  *   would find.
  * - The entry lives on the folder's inode (freed with it) and names the
- *   dentry it walked from: another dentry of the inode walks anew.
+ *   dentry it walked from: another dentry of the inode walks anew. An
+ *   inode can outlive its dentries in the inode cache, and a network file
+ *   system can give it a new dentry elsewhere, at the old one's address,
+ *   with no move (d_splice_alias when no alias is left): d_instantiate,
+ *   which sees every dentry given an inode, empties a folder's entry.
  * - Readers and writers hold the entry's lock while they copy it.
  * - Ordering: the counts are read before the walk and again after it with
  *   plain loads, and the move programs count with locked adds. That holds
@@ -167,6 +171,16 @@ static __always_inline void walk_keep(struct walked *c, __u64 seq, struct walkq 
 	c->nearest_id = q->nearest_id;
 	c->nearest_prot = q->nearest_prot;
 	c->at_root = 1;
+	bpf_spin_unlock(&c->lock);
+}
+
+/* walk_forget empties c, the kept walk of a folder that gets a dentry. */
+static __always_inline void walk_forget(struct walked *c)
+{
+	if (!c)
+		return;
+	bpf_spin_lock(&c->lock);
+	c->seq = 0;
 	bpf_spin_unlock(&c->lock);
 }
 

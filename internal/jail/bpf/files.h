@@ -437,6 +437,9 @@ int BPF_PROG(d_instantiate, struct dentry *dentry, struct inode *inode)
 	struct pending *pd;
 	__u64 magic;
 
+	/* A folder given a dentry: its kept walk was another dentry's. */
+	if (walk_cache && inode && (inode->i_mode & S_IFMT) == S_IFDIR)
+		walk_forget(bpf_inode_storage_get(&walks, inode, 0, 0));
 	if (!inode || !jailed())
 		return 0;
 	magic = dentry->d_sb->s_magic;
