@@ -315,7 +315,7 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 	return 0;
 }
 
-/* classify_with is classify, with c as decide takes it. */
+/* classify_with is classify, with wq as decide takes it. */
 static __always_inline int classify_with(struct query *q, struct walkq *wq)
 {
 	struct verdict *v;
