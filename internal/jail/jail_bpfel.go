@@ -243,22 +243,26 @@ type jailScratch struct {
 	Ev       jailEvent
 }
 
-type jailWalked struct {
+type jailWalkBlank struct {
 	_    structs.HostLayout
-	Lock struct {
-		_   structs.HostLayout
-		Val uint32
-	}
-	Deny        uint32
+	Word [6]uint64
+}
+
+type jailWalked struct {
+	_           structs.HostLayout
 	Seq         uint64
-	Dentry      uint64
 	NearestD    uint64
+	Deny        uint32
 	DenyId      uint32
 	Nearest     uint32
 	NearestAt   uint32
 	NearestId   uint32
 	NearestProt uint32
-	AtRoot      uint32
+	Lock        struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Unused uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -284,6 +288,7 @@ const (
 	jailMapRepeats                = "repeats"
 	jailMapRules                  = "rules"
 	jailMapScratch                = "scratch"
+	jailMapWalkEmpty              = "walk_empty"
 	jailMapWalks                  = "walks"
 	jailProgBpf                   = "bpf"
 	jailProgD_instantiate         = "d_instantiate"
@@ -497,6 +502,7 @@ type jailMapSpecs struct {
 	Repeats     *ebpf.MapSpec `ebpf:"repeats"`
 	Rules       *ebpf.MapSpec `ebpf:"rules"`
 	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	WalkEmpty   *ebpf.MapSpec `ebpf:"walk_empty"`
 	Walks       *ebpf.MapSpec `ebpf:"walks"`
 }
 
@@ -558,6 +564,7 @@ type jailMaps struct {
 	Repeats     *ebpf.Map `ebpf:"repeats"`
 	Rules       *ebpf.Map `ebpf:"rules"`
 	Scratch     *ebpf.Map `ebpf:"scratch"`
+	WalkEmpty   *ebpf.Map `ebpf:"walk_empty"`
 	Walks       *ebpf.Map `ebpf:"walks"`
 }
 
@@ -582,6 +589,7 @@ func (m *jailMaps) Close() error {
 		m.Repeats,
 		m.Rules,
 		m.Scratch,
+		m.WalkEmpty,
 		m.Walks,
 	)
 }

@@ -15,11 +15,12 @@ import (
 // one program. Every jailed run pays verification at start, and under the
 // test VMs' emulation that cost is seconds: carrying three dentries through
 // classify's walk once made it 22000 on 7.x kernels (and the start twice as
-// slow) with every test still passing. Today's worst is 11538 (7.2,
-// path_rename, in a cell with files granted by name and git's names; 10801
-// before repeats were coalesced, 8800 before git's names were matched at
-// any depth); 8378 on 6.1 and 10393 on 6.12.
-const verifierBudget = 12000
+// slow) with every test still passing. Today's worst is file_open's 15699
+// on 7.2 (13506 on 6.12, 9927 on 6.1), in a cell with files granted by name
+// and git's names: the folders' walk cache gives its decision two paths
+// (a kept walk, or one made from the folder), some 4000 more than the
+// other file hooks' 11736 (path_rename), for 2.6% more in all programs.
+const verifierBudget = 16500
 
 // TestVerifierCost loads the enforcement programs with the verifier's
 // statistics and fails when one needs more than verifierBudget

@@ -157,22 +157,19 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 	w.dentry = (__u64)d;
 	w.dev = BPF_CORE_READ(sb, s_dev);
 	w.sb_root = (__u64)BPF_CORE_READ(sb, s_root);
-	if (wq && walk_cache) {
-		/* The target itself, then its folder's kept walk, or the
-		 * walk from the folder, to keep when the target has no rule
-		 * of its own (what was found is then the folder's). */
-		walk_step(0, &w);
-		if (!w.done) {
-			__u64 p = w.dentry;
-			__u32 own = w.deny || w.nearest;
+	if (wq && walk_cache && wq->state) {
+		/* The target has no rule of its own (file_open looked): its
+		 * walk is its folder's, a step further; the folder's kept
+		 * one, or one made from the folder now, to keep. */
+		if (wq->state == WQ_WANT) {
+			__u64 from = (__u64)BPF_CORE_READ(d, d_parent);
 
-			if (own || !walk_use(wq, p, &w)) {
-				w.base = 1;
-				bpf_loop(MAX_WALK - 1, walk_step, &w, 0);
-				if (!own)
-					walk_made(wq, p, &w);
-			}
+			w.dentry = from;
+			bpf_loop(MAX_WALK, walk_step, &w, 0);
+			walk_made(wq, from, &w);
 		}
+		if (wq->state != WQ_WANT)
+			walk_use(wq, &w);
 	} else {
 		bpf_loop(MAX_WALK, walk_step, &w, 0);
 	}

@@ -165,24 +165,20 @@ int BPF_PROG(file_open, struct file *file)
 	}
 	struct query q = { .dentry = (__u64)d, .inode = (__u64)inode,
 			   .created = inode_created(inode), .need = need };
-	struct walked *c = 0;
 	struct walkq wq = {};
 	__u64 seq = WALKS_BUSY;
 
-	/* The folder's kept walk (cache.h), while no folder moves. */
+	/* The folder's kept walk (cache.h), while no folder moves, for a
+	 * target with no rule of its own. */
 	if (walk_cache) {
 		seq = moves_quiet();
-		if (seq != WALKS_BUSY)
-			c = bpf_inode_storage_get(&walks, d->d_parent->d_inode, 0,
-						  BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (seq != WALKS_BUSY && !has_rule(d, inode))
+			walk_take((__u64)d->d_parent, seq, &wq);
 	}
-	if (c) {
-		walk_take(c, seq, &wq);
-		classify_walked(&q, &wq);
-		walk_keep(c, seq, &wq);
-	} else {
-		classify(&q);
-	}
+	/* Always this one (state 0: walk as classify does): one global
+	 * function for the verifier to check in this program, not two. */
+	classify_walked(&q, &wq);
+	walk_keep(seq, &wq);
 	v = q.v;
 	if ((v.perm & need) == need) {
 		if (v.class == AL_CLASS_INSIDE) {
@@ -437,9 +433,9 @@ int BPF_PROG(d_instantiate, struct dentry *dentry, struct inode *inode)
 	struct pending *pd;
 	__u64 magic;
 
-	/* A folder given a dentry: its kept walk was another dentry's. */
+	/* A folder given a dentry: a kept walk at its address was another's. */
 	if (walk_cache && inode && (inode->i_mode & S_IFMT) == S_IFDIR)
-		walk_forget(bpf_inode_storage_get(&walks, inode, 0, 0));
+		walk_forget(dentry);
 	if (!inode || !jailed())
 		return 0;
 	magic = dentry->d_sb->s_magic;

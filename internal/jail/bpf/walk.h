@@ -50,7 +50,7 @@ struct walk {
 	__u64 sb_root;
 	__u64 nearest_d;  /* the nearest rule's dentry */
 	__u32 nearest_prot; /* its protect-trie node */
-	__u32 base;       /* the depth of the walk's first dentry */
+	__u32 pad;
 };
 
 static long walk_step(__u32 i, struct walk *w)
@@ -78,7 +78,7 @@ static long walk_step(__u32 i, struct walk *w)
 			}
 			if (own && !w->nearest && (r->flags & (RULE_READ | RULE_WRITE | RULE_SCRATCH))) {
 				w->nearest = r->flags;
-				w->nearest_at = i + w->base;
+				w->nearest_at = i;
 				w->nearest_id = r->id;
 				w->nearest_d = (__u64)d;
 				w->nearest_prot = r->prot;
