@@ -273,9 +273,7 @@ func Load(cfg Config) (*Jail, error) {
 		}
 		if cfg.OnlyFileOpen {
 			for name := range spec.Programs {
-				// file_open, and the counts of folder moves that
-				// its walk cache (bpf/cache.h) needs.
-				if name != "file_open" && name != "move_started" && name != "move_done" {
+				if name != "file_open" {
 					delete(spec.Programs, name)
 				}
 			}
@@ -324,9 +322,11 @@ func Load(cfg Config) (*Jail, error) {
 		return nil, fmt.Errorf("load jail: %d files granted by name, the kernel's table holds %d; grant their folders instead", namedCount, NamedMax)
 	}
 	// The folders' walk cache (bpf/cache.h): its proof leans on x86's
-	// ordering of loads; elsewhere it is off, and so are the programs
-	// that count folder moves for it.
-	walkCache := !cfg.Observe && runtime.GOARCH == "amd64"
+	// ordering of loads (the kernel's: an amd64 binary may run emulated
+	// elsewhere); elsewhere it is off, and so are the programs that count
+	// folder moves for it. The benchmark's file_open alone has no
+	// d_instantiate to drop a reused address's walk: off there too.
+	walkCache := !cfg.Observe && !cfg.OnlyFileOpen && kernelIsX86()
 	if !walkCache {
 		delete(spec.Programs, "move_started")
 		delete(spec.Programs, "move_done")
@@ -867,4 +867,13 @@ func inbGap(every bool) uint64 {
 		return 0
 	}
 	return uint64(InBoundsGap)
+}
+
+// kernelIsX86 says whether the running kernel is x86-64's.
+func kernelIsX86() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return unix.ByteSliceToString(u.Machine[:]) == "x86_64"
 }

@@ -19,7 +19,7 @@ import (
 // and inode number; the project's grant must not reach the other.
 func TestSubvolumes(t *testing.T) {
 	top := mountBtrfs(t)
-	for _, sv := range []string{"a", "b"} {
+	for _, sv := range []string{"a", "b", "c"} {
 		if out, err := exec.Command("btrfs", "subvolume", "create", filepath.Join(top, sv)).CombinedOutput(); err != nil {
 			t.Fatalf("btrfs subvolume create: %v: %s", err, out)
 		}
@@ -60,10 +60,30 @@ func TestSubvolumes(t *testing.T) {
 		t.Errorf("the project on btrfs: %v %s", err, out)
 	}
 
+	// Two denials of one number are one (denials hold by number): the
+	// start goes on.
+	other := filepath.Join(top, "c", "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var so syscall.Stat_t
+	syscall.Stat(other, &so)
+	if so.Ino != sk.Ino {
+		t.Fatalf("the two denied folders' inode numbers differ (%d, %d): the test needs them equal", so.Ino, sk.Ino)
+	}
+	cg := newCgroup(t, needJail(t))
+	twoDenials := append(policy.Policy{Dir: c.dir}.Rules(),
+		spec.Rule{Path: keys, Access: spec.Deny, Name: "test denial"},
+		spec.Rule{Path: other, Access: spec.Deny, Name: "another test denial"})
+	if j, err := jail.Load(jail.Config{CgroupID: cg.id, Rules: twoDenials}); err != nil {
+		t.Errorf("two denials of one inode number in two subvolumes: %v", err)
+	} else {
+		j.Close()
+	}
+
 	// Two roots of one number (a grant here, a denial there) cannot be
 	// told apart by one map entry: the start is refused, and says what to
 	// use instead.
-	cg := newCgroup(t, needJail(t))
 	rules := append(policy.Policy{Dir: proj}.Rules(), spec.Rule{Path: keys, Access: spec.Deny, Name: "test denial"})
 	if j, err := jail.Load(jail.Config{CgroupID: cg.id, Rules: rules}); err == nil {
 		j.Close()

@@ -33,8 +33,11 @@
  *   on x86, whose loads are not reordered with loads and whose locked
  *   instructions are full barriers; BPF (-mcpu=v1) has no load-acquire to
  *   say it for weaker CPUs, so agent-lock keeps walks on x86-64 alone.
- * - Without the move programs (other CPUs, the observers), walk_cache is
- *   0 and nothing is kept.
+ * - Without the move programs and d_instantiate (other CPUs, the
+ *   observers, the benchmark's file_open alone), walk_cache is 0 and
+ *   nothing is kept.
+ * - A disconnected file (a handle's open: its own parent) is never
+ *   looked up by its address.
  */
 
 const volatile __u32 walk_cache = 0; /* the move programs are loaded */

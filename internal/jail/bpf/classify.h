@@ -165,7 +165,8 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 			__u64 from = (__u64)BPF_CORE_READ(d, d_parent);
 
 			w.dentry = from;
-			bpf_loop(MAX_WALK, walk_step, &w, 0);
+			/* One step less: the target's was taken. */
+			bpf_loop(MAX_WALK - 1, walk_step, &w, 0);
 			walk_made(wq, from, &w);
 		}
 		if (wq->state != WQ_WANT)

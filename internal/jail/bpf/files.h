@@ -102,12 +102,17 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 	nr.inode = (__u64)inode;
 	old = bpf_map_lookup_elem(&rules, &k);
 	if (old && !rule_owns(old, inode)) {
-		/* Two roots, one number (btrfs subvolumes): one map entry
-		 * cannot tell them apart. agent-lock refuses to start. */
-		r->clash = 1;
-		r->flags = 0;
-		r->seq++;
-		return;
+		/* Two roots, one number (btrfs subvolumes). Denials hold by
+		 * number: two of them are one. A grant's inode cannot share
+		 * the entry with another root: agent-lock refuses to start. */
+		if (!((old->flags | r->flags) & ~RULE_DENY)) {
+			nr.inode = old->inode;
+		} else {
+			r->clash = 1;
+			r->flags = 0;
+			r->seq++;
+			return;
+		}
 	}
 	if (old) {
 		nr.flags |= old->flags;
@@ -172,7 +177,9 @@ int BPF_PROG(file_open, struct file *file)
 	 * target with no rule of its own. */
 	if (walk_cache) {
 		seq = moves_quiet();
-		if (seq != WALKS_BUSY && !has_rule(d, inode))
+		/* A file that is its own parent (disconnected: a handle's
+		 * open) walks as ever: no kept walk is of its address. */
+		if (seq != WALKS_BUSY && d->d_parent != d && !has_rule(d, inode))
 			walk_take((__u64)d->d_parent, seq, &wq);
 	}
 	/* Always this one (state 0: walk as classify does): one global

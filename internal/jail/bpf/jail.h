@@ -159,12 +159,6 @@ struct rule {
 	__u64 inode;
 };
 
-/* rule_owns says whether rule r, found by inode's number, was registered
- * for inode itself: only then does what it grants apply. */
-static __always_inline int rule_owns(struct rule *r, struct inode *inode)
-{
-	return r->inode == (__u64)inode;
-}
 
 /*
  * Files granted read-write by name in their directory, with their siblings:

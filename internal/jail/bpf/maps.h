@@ -73,6 +73,14 @@ const volatile __u32 named_count = 0;   /* named files in use */
 const volatile __u32 git_names = 0;     /* GN_* in the gitnames table */
 const volatile __u32 observe_only = 0;  /* the observers alone are loaded (Landlock decides) */
 
+/* rule_owns says whether rule r, found by inode's number, was registered
+ * for inode itself: only then does what it grants apply. The observers
+ * only report what Landlock decided, by number as before. */
+static __always_inline int rule_owns(struct rule *r, struct inode *inode)
+{
+	return observe_only || r->inode == (__u64)inode;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
