@@ -430,25 +430,34 @@ func deniedHardLink(t *testing.T, c *cell) {
 // a new directory, world-writable and sticky like /var/tmp, and returns it.
 func mountExt4(t *testing.T) string {
 	t.Helper()
+	return mountLoop(t, "ext4", []string{"mkfs.ext4", "-q", "-F"}, 32<<20, 0o1777)
+}
+
+// mountLoop makes a file system of type fs (mkfs, given the image's path
+// last) on a loop device over a file of size bytes, mounts it at a new
+// directory of the given mode that the test user can reach, and returns
+// it. Outside the test VMs, a machine that cannot skips the test.
+func mountLoop(t *testing.T, fs string, mkfs []string, size int64, mode os.FileMode) string {
+	t.Helper()
 	base := t.TempDir()
-	img, mnt := filepath.Join(base, "fs.img"), filepath.Join(base, "scratch")
+	img, mnt := filepath.Join(base, "fs.img"), filepath.Join(base, fs)
 	os.Mkdir(mnt, 0o755)
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	os.Truncate(img, 32<<20)
-	for _, argv := range [][]string{{"mkfs.ext4", "-q", "-F", img}, {"mount", "-o", "loop", img, mnt}} {
+	os.Truncate(img, size)
+	for _, argv := range [][]string{append(mkfs, img), {"mount", "-o", "loop", img, mnt}} {
 		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 			if os.Getenv("AGENT_LOCK_VM") == "1" {
 				t.Fatalf("%v: %v: %s", argv, err, out)
 			}
-			t.Skipf("no ext4 on a loop device here: %v: %s", err, out)
+			t.Skipf("no %s on a loop device here: %v: %s", fs, err, out)
 		}
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
 	os.Chmod(filepath.Dir(base), 0o755)
 	os.Chmod(base, 0o755)
-	os.Chmod(mnt, 0o1777)
+	os.Chmod(mnt, mode)
 	return mnt
 }
 

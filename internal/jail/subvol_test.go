@@ -102,26 +102,7 @@ func asTestUser(argv ...string) *exec.Cmd {
 // mountBtrfs mounts a fresh btrfs on a loop device and returns its top.
 func mountBtrfs(t *testing.T) string {
 	t.Helper()
-	base := t.TempDir()
-	img, mnt := filepath.Join(base, "fs.img"), filepath.Join(base, "btrfs")
-	os.Mkdir(mnt, 0o755)
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.Truncate(img, 128<<20)
-	for _, argv := range [][]string{{"mkfs.btrfs", "-q", "-f", img}, {"mount", "-o", "loop", img, mnt}} {
-		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			if os.Getenv("AGENT_LOCK_VM") == "1" {
-				t.Fatalf("%v: %v: %s", argv, err, out)
-			}
-			t.Skipf("no btrfs on a loop device here: %v: %s", err, out)
-		}
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
-	os.Chmod(filepath.Dir(base), 0o755)
-	os.Chmod(base, 0o755)
-	os.Chmod(mnt, 0o755)
-	return mnt
+	return mountLoop(t, "btrfs", []string{"mkfs.btrfs", "-q", "-f"}, 128<<20, 0o755)
 }
 
 // TestFreedRootNumber: a granted folder removed from outside during the
