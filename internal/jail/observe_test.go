@@ -7,8 +7,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
@@ -378,4 +382,66 @@ func TestObserveInBoundsSampled(t *testing.T) {
 	if samples == 0 || samples > most {
 		t.Errorf("%d in-bounds samples for 300 opens in %v, want 1 to %d", samples, took, most)
 	}
+}
+
+// TestRegistrationUnderMapCalls loads the observers again and again while
+// other threads make bpf() map calls without pause. The kernel skips a
+// tracepoint program on a CPU where such a call is under way, and on a
+// preemptible kernel (forky's) a thread preempted inside one leaves its
+// CPU so: registrations the observers miss are asked again, and every
+// start must succeed. (CI saw a start fail there with one retry.)
+func TestRegistrationUnderMapCalls(t *testing.T) {
+	f, err := kernel.Probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 || f.Cgroup2 == "" {
+		if os.Getenv("AGENT_LOCK_VM") == "1" {
+			t.Fatal("the VM tests run as root with cgroup2")
+		}
+		t.Skip("needs root and cgroup2")
+	}
+	cg := newCgroup(t, f)
+	root := t.TempDir()
+	var rules []spec.Rule
+	for i := range 40 {
+		p := filepath.Join(root, fmt.Sprintf("granted-%d", i))
+		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, spec.Rule{Path: p, Access: spec.Read, Name: "--allow"})
+	}
+	scratch, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 64, MaxEntries: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scratch.Close()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 2 * runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			v := make([]byte, 64)
+			for n := uint32(0); !stop.Load(); n++ {
+				scratch.Put(n%64, v)
+				scratch.Lookup(n%64, &v)
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	retries, misses := 0, uint64(0)
+	for i := range 3 {
+		j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, Rules: rules})
+		if err != nil {
+			t.Fatalf("load %d: %v", i, err)
+		}
+		retries += j.Retries()
+		misses += j.RecursionMisses()
+		j.Close()
+	}
+	t.Logf("3 loads of %d rules under map calls: %d registrations asked again, %d programs' runs skipped by the kernel",
+		len(rules), retries, misses)
 }

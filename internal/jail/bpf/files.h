@@ -77,8 +77,13 @@ static __always_inline void register_open(struct dentry *d, struct inode *inode)
 		struct query q = {};
 
 		old = bpf_map_lookup_elem(&rules, &k);
-		if (!old || !rule_owns(old, inode))
+		if (!old || !rule_owns(old, inode)) {
+			/* Seen, not counted: agent-lock's error says what was
+			 * seen, apart from an open these programs missed. */
+			r->dev = k.dev;
+			r->ino = k.ino;
 			return;
+		}
 		nr = *old;
 		q.dentry = (__u64)BPF_CORE_READ(d, d_parent);
 		q.inode = (__u64)BPF_CORE_READ(d, d_parent, d_inode);
