@@ -430,10 +430,22 @@ func (w *Watcher) reconcile(todo []*watched, seen map[*watched]*seenBy) []Change
 			} else {
 				found = e.fix(s.hints, true)
 			}
-			if w.fan != nil {
-				// New folders on the way, a file put back (a new
-				// inode): watched from now on.
-				return e.mark(w.fan)
+			if w.fan == nil {
+				return nil
+			}
+			// New folders on the way, a file put back (a new inode):
+			// watched from now on.
+			marked := len(e.dirs)
+			afterFix()
+			if err := e.mark(w.fan); err != nil {
+				return err
+			}
+			if len(e.dirs) > marked && !s.keep {
+				// A folder on the way that is new was not watched
+				// while fix looked (mkdir .claude, then its
+				// settings.json): what was made in it meanwhile is
+				// looked at again, now that it is watched.
+				found = append(found, e.fix(s.hints, true)...)
 			}
 			return nil
 		})
@@ -468,6 +480,10 @@ func (w *Watcher) reconcile(todo []*watched, seen map[*watched]*seenBy) []Change
 	}
 	return out
 }
+
+// afterFix runs between reconcile's fix and its marks: tests make their
+// change there.
+var afterFix = func() {}
 
 // comm is a process's name, "" once it is gone.
 func comm(pid int) string {

@@ -145,6 +145,41 @@ func TestUndoneLive(t *testing.T) {
 	}
 }
 
+// TestNewFolderOnTheWay: a protected file made in a new folder on its way
+// (mkdir .claude, then .claude/settings.json) just after the tripwire
+// looked at the folder's making, before it watched the folder, is seen
+// all the same (CI's fanotify run once missed it).
+func TestNewFolderOnTheWay(t *testing.T) {
+	for _, with := range []string{"fanotify", "inotify"} {
+		t.Run(with, func(t *testing.T) {
+			liveWatch = with
+			defer func() { liveWatch = "fanotify" }()
+			dir, entries := project(t)
+			settings := filepath.Join(dir, ".claude/settings.json")
+			var once sync.Once
+			afterFix = func() {
+				if _, err := os.Stat(filepath.Dir(settings)); err == nil {
+					once.Do(func() { os.WriteFile(settings, []byte(`{"hooks":{}}`), 0o644) })
+				}
+			}
+			defer func() { afterFix = func() {} }()
+			var r reports
+			w, err := Arm(entries, user, Options{Report: r.add, Warn: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			asUser(t, dir, "mkdir .claude")
+			if c := r.wait(t, "/.claude/settings.json"); !c.Undone || c.Op != "create" {
+				t.Errorf("%+v, want created and undone", c)
+			}
+			if _, err := os.Stat(settings); err == nil {
+				t.Error("the settings made in the new folder are still there")
+			}
+		})
+	}
+}
+
 func undoneLive(t *testing.T, named bool) {
 	dir, entries := project(t)
 	before := snapshot(t, dir)
