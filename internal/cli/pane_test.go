@@ -39,8 +39,19 @@ func TestOneTerminal(t *testing.T) {
 				return tm.Await("s:w", want, waitBound)
 			}
 			typed("echo $((6*7))", `(?m)^42\s*$`)
+			// What scrolled off the pane is a Shift+PgUp away (27 rows
+			// under the live strip: a page is 26 lines), and a
+			// Shift+PgDn brings the agent's screen back.
+			typed("seq 1 500", `(?m)^500\s*$`)
+			tm.Do("send-keys", "-t", "s:w", "S-PPage")
+			s := tm.Await("s:w", `scrolled back 26 of \d+ lines`, waitBound)
+			if !regexp.MustCompile(`(?m)^449\s*$`).MatchString(s) || regexp.MustCompile(`(?m)^500\s*$`).MatchString(s) {
+				t.Errorf("Shift+PgUp: the pane does not show the page before the screen:\n%s", s)
+			}
+			tm.Do("send-keys", "-t", "s:w", "S-NPage")
+			tm.Await("s:w", `(?s)^.*\n500\s*\n\s*pane\$.*ctrl\+\]: dashboard`, waitBound)
 			// A full-screen program in the alternate screen, and back.
-			s := typed("less /etc/services", `tcpmux`)
+			s = typed("less /etc/services", `tcpmux`)
 			if strings.Contains(s, "pane$ less") {
 				t.Errorf("less did not take the pane's screen:\n%s", s)
 			}

@@ -20,9 +20,11 @@ type keyMap struct {
 	Up, Down, PageUp, PageDown, Top, Bottom key.Binding
 	Detail, Back, Copy, Quit                key.Binding
 	// The one-terminal session's: Flip shows the agent's pane or the
-	// dashboard, Detach leaves the session running without a terminal.
-	Flip, Detach key.Binding
-	pane         bool
+	// dashboard, Detach leaves the session running without a terminal,
+	// Back and Forth scroll the pane through what scrolled off the
+	// agent's screen (the keys terminals scroll back with).
+	Flip, Detach, ScrollBack, ScrollForth key.Binding
+	pane                                  bool
 }
 
 func newKeyMap(pane bool, flip string) keyMap {
@@ -43,12 +45,16 @@ func newKeyMap(pane bool, flip string) keyMap {
 		k.Flip = key.NewBinding(key.WithKeys(flip), key.WithHelp(flip, "agent"))
 		k.Back.SetHelp("", "")
 		k.Detach = key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "detach"))
+		k.ScrollBack = key.NewBinding(key.WithKeys("shift+pgup"), key.WithHelp("shift+PgUp", "scroll back"))
+		k.ScrollForth = key.NewBinding(key.WithKeys("shift+pgdown"), key.WithHelp("shift+PgDn", "scroll forth"))
 		// Ctrl-C is the agent's key: in the dashboard it must not end
 		// the session by a slip of the finger.
 		k.Quit = key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "end session"))
 	} else {
 		k.Flip.Unbind()
 		k.Detach.Unbind()
+		k.ScrollBack.Unbind()
+		k.ScrollForth.Unbind()
 	}
 	return k
 }

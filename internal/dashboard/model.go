@@ -177,6 +177,13 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// scrollPage is how far a scroll key moves the pane: its height less a
+// line, which stays in sight.
+func (m *Model) scrollPage() int {
+	_, _, _, h := m.paneArea()
+	return max(1, h-1)
+}
+
 // paneShown reports whether the agent's pane is on the screen (and so
 // gets the keys).
 func (m *Model) paneShown() bool { return m.pane != nil && !m.showBoard }
@@ -206,6 +213,17 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		case key.Matches(msg, m.keys.Flip):
 			m.showBoard = true
 			return nil
+		case key.Matches(msg, m.keys.ScrollBack):
+			m.pane.ScrollBack(m.scrollPage())
+			return nil
+		case key.Matches(msg, m.keys.ScrollForth):
+			m.pane.ScrollBack(-m.scrollPage())
+			return nil
+		}
+		// Any other key brings the agent's screen back, as in a
+		// terminal, and goes to the agent.
+		if back, _ := m.pane.Scrolled(); back > 0 {
+			m.pane.ScrollBack(-back)
 		}
 		m.pane.Key(tea.Key(msg))
 		return nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -60,6 +61,11 @@ type Pane struct {
 	title string
 	// applied is the latest resize carried out (see Resize).
 	applied uint64
+	// back is what scrolled off the agent's main screen, for the user to
+	// scroll back to (ScrollBack); scrolled is how far the view is
+	// scrolled back, in lines (0: the agent's screen, live).
+	back     history
+	scrolled int
 
 	version atomic.Uint64 // bumped whenever the screen may have changed
 	dirty   atomic.Bool   // a PaneMsg is on its way
@@ -98,9 +104,11 @@ func NewPane(master *os.File, w, h int, clipboard func(Clipboard)) *Pane {
 		EnableMode:  func(m ansi.Mode) { p.modes[m] = true },
 		DisableMode: func(m ansi.Mode) { delete(p.modes, m) },
 	})
-	// No scrollback is shown: one line, the least it keeps, so that a
-	// scroll costs no shift of ten thousand lines.
-	p.emu.SetScrollbackSize(1)
+	// The emulator's scrollback is only where lines wait between a write
+	// and keepScrolled, which moves them into back, rendered: room for
+	// all that one slice of output can scroll, so that the emulator never
+	// drops its oldest line (a shift of all the others).
+	p.emu.SetScrollbackSize(2 * maxSlice)
 	p.emu.RegisterOscHandler(52, func(data []byte) bool {
 		if clipboard != nil {
 			clipboard(parseOSC52(data))
@@ -181,18 +189,7 @@ func (p *Pane) parseOutput(send func(tea.Msg)) {
 		default:
 		}
 		if len(b) > 0 {
-			p.mu.Lock()
-			h := p.emu.Height()
-			p.mu.Unlock()
-			// A slice at a time: keys and the screen's drawing wait for
-			// the emulator no longer than one takes.
-			for rest := skipScrolled(b, h+1); len(rest) > 0; {
-				n := min(len(rest), 16<<10)
-				p.mu.Lock()
-				p.emu.Write(rest[:n])
-				p.mu.Unlock()
-				rest = rest[n:]
-			}
+			p.feed(b)
 			p.version.Add(1)
 			if !p.dirty.Swap(true) {
 				send(PaneMsg{})
@@ -213,34 +210,200 @@ func (p *Pane) closing() bool {
 	}
 }
 
-// skipScrolled drops from a chunk of the agent's output the lines that would
-// scroll off a screen of h rows before anyone could see them: each line the
-// emulator scrolls costs it a copy of the whole screen, and `cat` of a large
-// file would scroll it hundreds of thousands of times. It keeps the chunk's
-// first line (whatever sequence the previous chunk left unfinished ends
-// there, or swallows the rest as before), and its last h lines; the lines
-// between, when they are plain text (printable UTF-8, tabs, backspaces,
-// carriage returns, line feeds: nothing that sets a mode, a colour or a
-// cursor) and end with "\r\n", become h of "\r\n": the screen scrolls
-// as far, the cursor ends in the same column, and what was drawn is gone
-// either way.
-func skipScrolled(b []byte, h int) []byte {
-	if h < 1 || bytes.Count(b, []byte{'\n'}) < 3*h {
-		return b
+// scrollbackLines is how many lines that scrolled off the agent's screen
+// the pane keeps for the user to scroll back to, as terminals do.
+const scrollbackLines = 10000
+
+// history is a ring of the last scrollbackLines lines, oldest first.
+type history struct {
+	lines []string
+	start int
+}
+
+func (h *history) push(s string) {
+	if len(h.lines) < scrollbackLines {
+		h.lines = append(h.lines, s)
+		return
+	}
+	h.lines[h.start] = s
+	h.start = (h.start + 1) % len(h.lines)
+}
+
+func (h *history) len() int { return len(h.lines) }
+
+// line is the i-th line kept, 0 the oldest.
+func (h *history) line(i int) string { return h.lines[(h.start+i)%len(h.lines)] }
+
+func (h *history) clear() { h.lines, h.start = h.lines[:0], 0 }
+
+// maxSlice bounds what the emulator parses at once: keys and the screen's
+// drawing wait for it no longer than one slice takes.
+const maxSlice = 16 << 10
+
+// feed gives the emulator the agent's output that came since the last
+// feed, a slice at a time, and keeps what scrolls off the screen.
+//
+// When the output is a flood of plain text, the lines that would scroll
+// off a screen of h rows before anyone could see them are not drawn: each
+// line the emulator scrolls costs it a copy of the whole screen, and `cat`
+// of a large file would scroll it hundreds of thousands of times. Of such
+// a batch (scrolledAway), the emulator parses the first line (whatever
+// sequence the previous batch left unfinished ends there), then h+1 lines
+// (they scroll the whole screen off, as the skipped ones would have),
+// and the last h+1 lines, on a screen cleared with the cursor on its
+// last row, where the skipped lines would have left it. The skipped lines
+// reach the scrollback through an emulator of one row (a scroll of it
+// copies one row): its last scrollbackLines lines, in the same width,
+// from the same column, so that they wrap as on the screen; without the
+// colour set before them.
+func (p *Pane) feed(b []byte) {
+	p.mu.Lock()
+	h := p.emu.Height()
+	p.mu.Unlock()
+	mid, cut, ok := scrolledAway(b, h+1)
+	if !ok {
+		p.write(b, 0)
+		return
+	}
+	p.write(b[:mid], 0)
+	p.mu.Lock()
+	cur, w, alt := p.emu.CursorPosition(), p.emu.Width(), p.emu.IsAltScreen()
+	// The rows above the cursor (the h lines have scrolled the cursor to
+	// the last row, a blank one) go where the skipped lines would have
+	// pushed them, blank ones too; then the screen is cleared (ED 2 would
+	// push only the rows with something in them).
+	if !alt {
+		sb := p.emu.Scrollback()
+		for y := range cur.Y {
+			line := uv.NewLine(w)
+			for x := 0; x < w; {
+				c := p.emu.CellAt(x, y)
+				if c == nil {
+					x++
+					continue
+				}
+				line.Set(x, c)
+				x += max(1, c.Width)
+			}
+			sb.Push(line)
+		}
+	}
+	p.emu.WriteString("\x1b[H\x1b[J\x1b[" + strconv.Itoa(p.emu.Height()) + ";1H")
+	p.keepScrolled()
+	p.mu.Unlock()
+	if !alt {
+		skipped := b[mid : cut+1]
+		from := len(skipped)
+		for range scrollbackLines {
+			if from = bytes.LastIndexByte(skipped[:max(from-1, 0)], '\n'); from < 0 {
+				break
+			}
+		}
+		one := vt.NewEmulator(w, 1)
+		one.SetScrollbackSize(2 * scrollbackLines)
+		if cur.X > 0 {
+			one.WriteString("\x1b[" + strconv.Itoa(cur.X+1) + "G")
+		}
+		one.Write(skipped[from+1:])
+		one.Close()
+		p.mu.Lock()
+		for _, line := range one.Scrollback().Lines() {
+			p.backLine(line)
+		}
+		p.mu.Unlock()
+	}
+	// The last lines push the cleared screen's rows above the cursor
+	// before their own: blank, and not the agent's.
+	p.write(b[cut+1:], h-1)
+}
+
+// write feeds b to the emulator a slice at a time and keeps what scrolls
+// off, less the first drop lines, which are blank.
+func (p *Pane) write(b []byte, drop int) {
+	for len(b) > 0 {
+		n := min(len(b), maxSlice)
+		p.mu.Lock()
+		p.emu.Write(b[:n])
+		if bytes.Contains(b[:n], eraseScrollback) {
+			// The agent cleared the scrollback (ED 3, as Claude Code's
+			// /clear does); the emulator cleared the lines it held.
+			p.back.clear()
+			p.scrolled = 0
+		}
+		sb := p.emu.Scrollback()
+		for _, line := range sb.Lines() {
+			if drop > 0 && len(line) == 0 {
+				drop--
+				continue
+			}
+			drop = 0
+			p.backLine(line)
+		}
+		sb.Clear()
+		p.mu.Unlock()
+		b = b[n:]
+	}
+}
+
+// keepScrolled moves what the emulator's scrollback holds into back.
+// The caller holds p.mu.
+func (p *Pane) keepScrolled() {
+	sb := p.emu.Scrollback()
+	for _, line := range sb.Lines() {
+		p.backLine(line)
+	}
+	sb.Clear()
+}
+
+var eraseScrollback = []byte("\x1b[3J")
+
+// backLine keeps a line that scrolled off, rendered without its links, as
+// the screen is drawn (View). A view scrolled back stays on the lines it
+// shows. The caller holds p.mu.
+func (p *Pane) backLine(l uv.Line) {
+	n := len(l)
+	if n > 0 {
+		n += max(0, l[n-1].Width-1) // a wide last character (its second cell is trimmed)
+	}
+	line := uv.NewLine(n)
+	for x := 0; x < len(l); {
+		cell := l[x]
+		cell.Link = uv.Link{}
+		line.Set(x, &cell)
+		x += max(1, cell.Width)
+	}
+	p.back.push(line.Render())
+	if p.scrolled > 0 {
+		p.scrolled = min(p.scrolled+1, p.back.len())
+	}
+}
+
+// scrolledAway finds in a batch of the agent's output the lines that
+// would scroll off a screen of h rows before anyone could see them (see
+// feed). It keeps the batch's first line, the h lines after it, and its
+// last h lines: b[:mid] is the first line and the h after it,
+// b[mid:cut+1] the lines skipped, b[cut+1:] the last h. ok is false when
+// there are too few lines to skip, or when those lines and the h before
+// them are not plain text (printable UTF-8, tabs, backspaces, carriage
+// returns, line feeds: nothing that sets a mode, a colour or a cursor),
+// or do not end with "\r\n" (the cursor's column after them is then 0).
+func scrolledAway(b []byte, h int) (mid, cut int, ok bool) {
+	if h < 1 || bytes.Count(b, []byte{'\n'}) < 4*h {
+		return 0, 0, false
 	}
 	first := bytes.IndexByte(b, '\n') + 1
-	cut := len(b)
+	mid = first
+	for range h {
+		mid += bytes.IndexByte(b[mid:], '\n') + 1
+	}
+	cut = len(b)
 	for range h {
 		cut = bytes.LastIndexByte(b[:cut], '\n')
 	}
-	// The middle is b[first:cut+1]: it ends with the line feed at cut.
-	if cut-first < 1 || b[cut-1] != '\r' || bytes.Count(b[first:cut+1], []byte{'\n'}) < h || !plainText(b[first:cut+1]) {
-		return b
+	if cut <= mid || b[cut-1] != '\r' || bytes.Count(b[mid:cut+1], []byte{'\n'}) < h || !plainText(b[first:cut+1]) {
+		return 0, 0, false
 	}
-	out := make([]byte, 0, first+2*h+len(b)-cut-1)
-	out = append(out, b[:first]...)
-	out = append(out, bytes.Repeat([]byte("\r\n"), h)...)
-	return append(out, b[cut+1:]...)
+	return mid, cut, true
 }
 
 // plainText reports whether b is text that only prints: valid UTF-8 with
@@ -333,6 +496,8 @@ func (p *Pane) Resize(w, h int) tea.Cmd {
 		p.applied = gen
 		if p.emu.Width() != w || p.emu.Height() != h {
 			p.emu.Resize(w, h)
+			p.keepScrolled()
+			p.scrolled = min(p.scrolled, p.back.len())
 			p.version.Add(1)
 		}
 		pty.Setsize(p.pty, &pty.Winsize{Cols: uint16(w), Rows: uint16(h)})
@@ -432,6 +597,10 @@ func (p *Pane) Seen() { p.dirty.Store(false) }
 // default stay the user's terminal's; hyperlinks are not passed on (their
 // targets are the agent's to choose, and the user's terminal would open
 // them).
+//
+// Scrolled back (ScrollBack), the view starts that many lines up, in the
+// lines that scrolled off (each drawn in the width it had), and shows no
+// cursor.
 func (p *Pane) View(w, h int) ([]string, *tea.Cursor) {
 	v := p.version.Load()
 	if c := &p.cache; c.lines != nil && c.version == v && c.w == w && c.h == h {
@@ -440,7 +609,13 @@ func (p *Pane) View(w, h int) ([]string, *tea.Cursor) {
 	p.mu.Lock()
 	lines := make([]string, h)
 	ew, eh := p.emu.Width(), p.emu.Height()
-	for y := range h {
+	back := p.back.len()
+	for row := range h {
+		y := row - p.scrolled
+		if y < 0 {
+			lines[row] = fitLine(p.back.line(back+y), w)
+			continue
+		}
 		line := uv.NewLine(w)
 		for x := 0; y < eh && x < min(w, ew); {
 			c := p.emu.CellAt(x, y)
@@ -453,10 +628,10 @@ func (p *Pane) View(w, h int) ([]string, *tea.Cursor) {
 			line.Set(x, &cell)
 			x += max(1, c.Width)
 		}
-		lines[y] = line.Render()
+		lines[row] = line.Render()
 	}
 	var cur *tea.Cursor
-	if pos := p.emu.CursorPosition(); !p.emu.CursorHidden() && pos.X < w && pos.Y < h {
+	if pos := p.emu.CursorPosition(); p.scrolled == 0 && !p.emu.CursorHidden() && pos.X < w && pos.Y < h {
 		style, blink := p.emu.CursorStyle()
 		cur = tea.NewCursor(pos.X, pos.Y)
 		cur.Shape, cur.Blink = tea.CursorShape(style), blink
@@ -464,6 +639,35 @@ func (p *Pane) View(w, h int) ([]string, *tea.Cursor) {
 	p.mu.Unlock()
 	p.cache.version, p.cache.w, p.cache.h, p.cache.lines, p.cache.cursor = v, w, h, lines, cur
 	return lines, cur
+}
+
+// fitLine is a rendered line cut or padded to w cells.
+func fitLine(s string, w int) string {
+	if ansi.StringWidth(s) > w {
+		s = ansi.Truncate(s, w, "") + ansi.ResetStyle
+	}
+	return s + strings.Repeat(" ", max(0, w-ansi.StringWidth(s)))
+}
+
+// ScrollBack moves the view n lines further back into what scrolled off
+// the agent's screen (n < 0: forward), within what is kept, and returns
+// how far back it is now (0: the agent's screen, live).
+func (p *Pane) ScrollBack(n int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := max(0, min(p.scrolled+n, p.back.len()))
+	if s != p.scrolled {
+		p.scrolled = s
+		p.version.Add(1)
+	}
+	return s
+}
+
+// Scrolled is how far back the view is, and how many lines are kept.
+func (p *Pane) Scrolled() (back, kept int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.scrolled, p.back.len()
 }
 
 // Text is the agent's screen as plain text, for tests.

@@ -208,6 +208,64 @@ func TestPaneKeys(t *testing.T) {
 	}
 }
 
+// Shift+PgUp and Shift+PgDn scroll the pane through what scrolled off the
+// agent's screen, and stay the pane's; any other key brings the agent's
+// screen back and goes to the agent; the agent's ED 3 empties the
+// scrollback, as in a terminal.
+func TestPaneScrollsBack(t *testing.T) {
+	at := newAgentTerm(t, Options{}, 80, 24) // the pane: 21 rows over the strip
+	var sb strings.Builder
+	for i := 1; i <= 200; i++ {
+		fmt.Fprintf(&sb, "line %d\r\n", i)
+	}
+	at.write(sb.String()+"prompt$ ", "prompt$")
+	view := func() string { return ansi.Strip(at.m.View().Content) }
+	if strings.Contains(view(), "line 150") || !strings.Contains(view(), "shift+PgUp: scroll back") {
+		t.Fatalf("live, the pane shows more than the agent's screen, or no hint of scrolling:\n%s", view())
+	}
+	shiftPgUp := tea.KeyPressMsg{Code: tea.KeyPgUp, Mod: tea.ModShift}
+	at.key(shiftPgUp)
+	at.key(shiftPgUp)
+	back, kept := at.pane.Scrolled()
+	// 200 lines and the prompt on 21 rows: 180 scrolled off; two pages of 20.
+	if back != 40 || kept != 180 {
+		t.Fatalf("after two shift+PgUp: %d lines back of %d kept, want 40 of 180", back, kept)
+	}
+	lines, cur := at.pane.View(80, 21)
+	if got := strings.TrimSpace(ansi.Strip(lines[0])); got != "line 141" || cur != nil {
+		t.Errorf("scrolled back 40: the first row shows %q (want line 141), cursor %v (want none)", got, cur)
+	}
+	if !strings.Contains(view(), "scrolled back 40 of 180 lines") {
+		t.Errorf("the live view does not say the pane is scrolled back:\n%s", view())
+	}
+	// Output while scrolled back does not move what is shown.
+	at.write("more\r\n", "more")
+	if lines, _ := at.pane.View(80, 21); strings.TrimSpace(ansi.Strip(lines[0])) != "line 141" {
+		t.Errorf("new output moved the view scrolled back: %q", ansi.Strip(lines[0]))
+	}
+	at.key(tea.KeyPressMsg{Code: tea.KeyPgDown, Mod: tea.ModShift})
+	if back, _ := at.pane.Scrolled(); back != 21 {
+		t.Errorf("shift+PgDn: %d lines back, want 21", back)
+	}
+	select {
+	case b := <-at.got:
+		t.Errorf("a scroll key reached the agent: %q", b)
+	default:
+	}
+	at.key(tea.KeyPressMsg{Code: 'x', Text: "x"})
+	if got := at.read(1); got != "x" {
+		t.Errorf("a key while scrolled back: the agent got %q", got)
+	}
+	if back, _ := at.pane.Scrolled(); back != 0 {
+		t.Errorf("a key while scrolled back left the view %d lines back", back)
+	}
+	at.key(shiftPgUp)
+	at.write("\x1b[H\x1b[2J\x1b[3Jcleared", "cleared")
+	if back, kept := at.pane.Scrolled(); back != 0 || kept != 0 {
+		t.Errorf("after ED 3: %d lines back of %d kept, want none", back, kept)
+	}
+}
+
 // A flip key from --pane-key replaces ctrl+], which then goes to the agent.
 func TestPaneKeyIsConfigurable(t *testing.T) {
 	at := newAgentTerm(t, Options{FlipKey: "f12"}, 80, 24)
@@ -319,16 +377,18 @@ func TestGoldenPaneViews(t *testing.T) {
 	}
 }
 
-// skipScrolled changes nothing that can be seen: the same stream, fed in
-// the same chunks, leaves the same screen and cursor with and without it,
-// whatever the lines (long ones that wrap, tabs, wide characters, a colour
-// set before and reset after, a title split across chunks), and it does
-// skip the lines that scroll away.
-func TestSkipScrolledChangesNothingSeen(t *testing.T) {
+// feed's skipping of a flood's lines changes nothing that can be seen:
+// the same stream, fed in the same chunks, leaves the same screen and
+// cursor in the pane as in a plain emulator, whatever the lines (long
+// ones that wrap, tabs, wide characters, a colour set before and reset
+// after, a title split across chunks), and the same lines to scroll back
+// to (their text: the skipped ones lose the colour set before them); and
+// it does skip lines.
+func TestFeedChangesNothingSeen(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	words := []string{"go", "build", "ok", "\t", "世界", "ｗｉｄｅ", "e\u0301", "0123456789", strings.Repeat("x", 150)}
 	skipped := false
-	for round := range 30 {
+	for round := range 40 {
 		var sb strings.Builder
 		if round%3 == 0 {
 			sb.WriteString("\x1b[1;32m")
@@ -336,7 +396,12 @@ func TestSkipScrolledChangesNothingSeen(t *testing.T) {
 		if round%5 == 0 {
 			sb.WriteString("\x1b]2;a title that spans\r\nlines\x07")
 		}
-		for range 40 + rnd.IntN(200) {
+		lines := 40 + rnd.IntN(200)
+		if round%7 == 6 {
+			lines = 12000 + rnd.IntN(3000) // more than the pane keeps
+		}
+		for i := range lines {
+			fmt.Fprintf(&sb, "%d ", i)
 			for range rnd.IntN(6) {
 				sb.WriteString(words[rnd.IntN(len(words))] + " ")
 			}
@@ -353,22 +418,39 @@ func TestSkipScrolledChangesNothingSeen(t *testing.T) {
 		sb.WriteString("prompt$ ")
 		stream := []byte(sb.String())
 		w, h := 20+rnd.IntN(100), 3+rnd.IntN(40)
-		plain, fast := vt.NewEmulator(w, h), vt.NewEmulator(w, h)
-		for _, e := range []*vt.Emulator{plain, fast} {
-			go io.Copy(io.Discard, e)
-		}
+		plain := vt.NewEmulator(w, h)
+		plain.SetScrollbackSize(1 << 20)
+		pane := NewPane(nil, w, h, nil)
+		go io.Copy(io.Discard, plain)
+		go io.Copy(io.Discard, pane.emu)
 		for i := 0; i < len(stream); {
 			n := min(len(stream)-i, 1+rnd.IntN(4096))
+			if round%7 == 6 {
+				n = min(len(stream)-i, 1+rnd.IntN(1<<20))
+			}
 			chunk := stream[i : i+n]
 			plain.Write(chunk)
-			short := skipScrolled(chunk, fast.Height()+1)
-			skipped = skipped || len(short) < len(chunk)
-			fast.Write(short)
+			if _, _, ok := scrolledAway(chunk, h+1); ok {
+				skipped = true
+			}
+			pane.feed(chunk)
 			i += n
 		}
-		if plain.Render() != fast.Render() || plain.CursorPosition() != fast.CursorPosition() {
+		if plain.Render() != pane.emu.Render() || plain.CursorPosition() != pane.emu.CursorPosition() {
 			t.Fatalf("round %d (%dx%d): the screens differ:\n--- every line\n%s\n--- skipped\n%s\ncursor %v, %v",
-				round, w, h, plain.String(), fast.String(), plain.CursorPosition(), fast.CursorPosition())
+				round, w, h, plain.String(), pane.emu.String(), plain.CursorPosition(), pane.emu.CursorPosition())
+		}
+		all := plain.Scrollback().Lines()
+		if want := min(len(all), scrollbackLines); pane.back.len() != want {
+			t.Fatalf("round %d (%dx%d): %d lines kept to scroll back to, want %d", round, w, h, pane.back.len(), want)
+		}
+		all = all[len(all)-pane.back.len():]
+		for i, l := range all {
+			// Trailing blanks aside: a coloured one is a cell of its own.
+			got, want := strings.TrimRight(ansi.Strip(pane.back.line(i)), " "), strings.TrimRight(l.String(), " ")
+			if got != want {
+				t.Fatalf("round %d (%dx%d): line %d of %d kept is %q, want %q", round, w, h, i, len(all), got, want)
+			}
 		}
 	}
 	if !skipped {
@@ -376,7 +458,7 @@ func TestSkipScrolledChangesNothingSeen(t *testing.T) {
 	}
 	// Not plain text: left alone.
 	esc := []byte(strings.Repeat("line\x1b[K\r\n", 300))
-	if got := skipScrolled(esc, 25); len(got) != len(esc) {
+	if _, _, ok := scrolledAway(esc, 25); ok {
 		t.Error("a chunk with escape sequences was shortened")
 	}
 }

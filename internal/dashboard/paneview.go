@@ -103,7 +103,14 @@ func (m *Model) hint() string {
 		}
 		return warnStyle.Bold(true).Render("the agent has exited" + status + ": press any key to close")
 	}
+	if back, kept := m.pane.Scrolled(); back > 0 {
+		return warnStyle.Render(fmt.Sprintf("scrolled back %s of %s lines", count(uint64(back)), count(uint64(kept)))) +
+			dim.Render(" · shift+PgUp/PgDn: scroll · any other key: back to the agent")
+	}
 	h := dim.Render(m.keys.Flip.Help().Key + ": dashboard (escapes, detail, copy, detach, end)")
+	if _, kept := m.pane.Scrolled(); kept > 0 {
+		h += dim.Render(" · shift+PgUp: scroll back")
+	}
 	if t := m.pane.Title(); t != "" {
 		h += dim.Render(" · title: ") + clean(t)
 	}
