@@ -61,8 +61,14 @@ func outlives(t *testing.T, bin, engine string, uid int) {
 	}
 	tmp := r.Start.TmpDir
 
-	// Kill every agent-lock process at once.
-	for _, pid := range testenv.PidsOf(bin) {
+	// Kill every agent-lock process at once: stopped first, so that the
+	// reaper cannot see agent-lock die (and kill the cell, as it should)
+	// between the two kills (CI saw it once, on forky, Landlock).
+	pids := testenv.PidsOf(bin)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	cmd.Wait()
