@@ -181,7 +181,14 @@ func newTerm(root, name, shell string) (*term, error) {
 		for sc.Scan() {
 			if l, ok := strings.CutPrefix(sc.Text(), "%output "); ok {
 				if _, data, ok := strings.Cut(l, " "); ok {
-					t.out <- data
+					// Never blocking: while cat runs no one takes the
+					// output, and a control client that stops reading
+					// stops tmux's window, and so cat (make bench-pane
+					// hung from a few MB). The key echo drains it.
+					select {
+					case t.out <- data:
+					default:
+					}
 				}
 			}
 		}
