@@ -42,9 +42,9 @@ func newObservedSampled(t *testing.T, edit func(*policy.Policy), sampled bool) *
 	return newObservedHeld(t, edit, sampled, false)
 }
 
-// newObservedHeld is newObservedSampled whose events, held, wait for
-// c.release (startCellHeld).
-func newObservedHeld(t *testing.T, edit func(*policy.Policy), sampled, held bool) *cell {
+// needObservers is this kernel's facts where the observers can be tested:
+// as root, with cgroup2 (always so in the VMs).
+func needObservers(t *testing.T) kernel.Facts {
 	t.Helper()
 	f, err := kernel.Probe()
 	if err != nil {
@@ -56,7 +56,14 @@ func newObservedHeld(t *testing.T, edit func(*policy.Policy), sampled, held bool
 		}
 		t.Skip("needs root and cgroup2")
 	}
-	cg := newCgroup(t, f)
+	return f
+}
+
+// newObservedHeld is newObservedSampled whose events, held, wait for
+// c.release (startCellHeld).
+func newObservedHeld(t *testing.T, edit func(*policy.Policy), sampled, held bool) *cell {
+	t.Helper()
+	cg := newCgroup(t, needObservers(t))
 	root := t.TempDir()
 	os.Chmod(filepath.Dir(root), 0o755)
 	os.Chmod(root, 0o755)
@@ -391,17 +398,7 @@ func TestObserveInBoundsSampled(t *testing.T) {
 // CPU so: registrations the observers miss are asked again, and every
 // start must succeed. (CI saw a start fail there with one retry.)
 func TestRegistrationUnderMapCalls(t *testing.T) {
-	f, err := kernel.Probe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() != 0 || f.Cgroup2 == "" {
-		if os.Getenv("AGENT_LOCK_VM") == "1" {
-			t.Fatal("the VM tests run as root with cgroup2")
-		}
-		t.Skip("needs root and cgroup2")
-	}
-	cg := newCgroup(t, f)
+	cg := newCgroup(t, needObservers(t))
 	root := t.TempDir()
 	var rules []spec.Rule
 	for i := range 40 {
