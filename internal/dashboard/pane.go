@@ -105,7 +105,7 @@ func NewPane(master *os.File, w, h int, clipboard func(Clipboard)) *Pane {
 		DisableMode: func(m ansi.Mode) { delete(p.modes, m) },
 	})
 	// The emulator's scrollback is only where lines wait between a write
-	// and keepScrolled, which moves them into back, rendered: room for
+	// and keep, which moves them into back, rendered: room for
 	// all that one slice of output can scroll, so that the emulator never
 	// drops its oldest line (a shift of all the others).
 	p.emu.SetScrollbackSize(2 * maxSlice)
@@ -275,21 +275,11 @@ func (p *Pane) feed(b []byte) {
 	if !alt {
 		sb := p.emu.Scrollback()
 		for y := range cur.Y {
-			line := uv.NewLine(w)
-			for x := 0; x < w; {
-				c := p.emu.CellAt(x, y)
-				if c == nil {
-					x++
-					continue
-				}
-				line.Set(x, c)
-				x += max(1, c.Width)
-			}
-			sb.Push(line)
+			sb.Push(lineOf(w, func(x int) *uv.Cell { return p.emu.CellAt(x, y) }))
 		}
 	}
 	p.emu.WriteString("\x1b[H\x1b[J\x1b[" + strconv.Itoa(p.emu.Height()) + ";1H")
-	p.keepScrolled()
+	p.keep(p.emu.Scrollback(), 0)
 	p.mu.Unlock()
 	if !alt {
 		skipped := b[mid : cut+1]
@@ -307,9 +297,7 @@ func (p *Pane) feed(b []byte) {
 		one.Write(skipped[from+1:])
 		one.Close()
 		p.mu.Lock()
-		for _, line := range one.Scrollback().Lines() {
-			p.backLine(line)
-		}
+		p.keep(one.Scrollback(), 0)
 		p.mu.Unlock()
 	}
 	// The last lines push the cleared screen's rows above the cursor
@@ -330,49 +318,44 @@ func (p *Pane) write(b []byte, drop int) {
 			p.back.clear()
 			p.scrolled = 0
 		}
-		sb := p.emu.Scrollback()
-		for _, line := range sb.Lines() {
-			if drop > 0 && len(line) == 0 {
-				drop--
-				continue
-			}
-			drop = 0
-			p.backLine(line)
-		}
-		sb.Clear()
+		drop = p.keep(p.emu.Scrollback(), drop)
 		p.mu.Unlock()
 		b = b[n:]
 	}
 }
 
-// keepScrolled moves what the emulator's scrollback holds into back.
-// The caller holds p.mu.
-func (p *Pane) keepScrolled() {
-	sb := p.emu.Scrollback()
+// keep moves the lines an emulator's scrollback holds into back, less the
+// first drop of them that are blank, and returns how many are still to
+// drop. The caller holds p.mu.
+func (p *Pane) keep(sb *vt.Scrollback, drop int) int {
 	for _, line := range sb.Lines() {
+		if drop > 0 && len(line) == 0 {
+			drop--
+			continue
+		}
+		drop = 0
 		p.backLine(line)
 	}
 	sb.Clear()
+	return drop
 }
 
 var eraseScrollback = []byte("\x1b[3J")
 
-// backLine keeps a line that scrolled off, rendered without its links, as
-// the screen is drawn (View). A view scrolled back stays on the lines it
-// shows. The caller holds p.mu.
+// backLine keeps a line that scrolled off, rendered as the screen is
+// drawn (View). A view scrolled back stays on the lines it shows. The
+// caller holds p.mu.
 func (p *Pane) backLine(l uv.Line) {
 	n := len(l)
 	if n > 0 {
 		n += max(0, l[n-1].Width-1) // a wide last character (its second cell is trimmed)
 	}
-	line := uv.NewLine(n)
-	for x := 0; x < len(l); {
-		cell := l[x]
-		cell.Link = uv.Link{}
-		line.Set(x, &cell)
-		x += max(1, cell.Width)
-	}
-	p.back.push(line.Render())
+	p.back.push(lineOf(n, func(x int) *uv.Cell {
+		if x >= len(l) {
+			return nil
+		}
+		return &l[x]
+	}).Render())
 	if p.scrolled > 0 {
 		p.scrolled = min(p.scrolled+1, p.back.len())
 	}
@@ -496,7 +479,7 @@ func (p *Pane) Resize(w, h int) tea.Cmd {
 		p.applied = gen
 		if p.emu.Width() != w || p.emu.Height() != h {
 			p.emu.Resize(w, h)
-			p.keepScrolled()
+			p.keep(p.emu.Scrollback(), 0)
 			p.scrolled = min(p.scrolled, p.back.len())
 			p.version.Add(1)
 		}
@@ -616,19 +599,12 @@ func (p *Pane) View(w, h int) ([]string, *tea.Cursor) {
 			lines[row] = fitLine(p.back.line(back+y), w)
 			continue
 		}
-		line := uv.NewLine(w)
-		for x := 0; y < eh && x < min(w, ew); {
-			c := p.emu.CellAt(x, y)
-			if c == nil {
-				x++
-				continue
+		lines[row] = lineOf(w, func(x int) *uv.Cell {
+			if y >= eh || x >= ew {
+				return nil
 			}
-			cell := *c
-			cell.Link = uv.Link{}
-			line.Set(x, &cell)
-			x += max(1, c.Width)
-		}
-		lines[row] = line.Render()
+			return p.emu.CellAt(x, y)
+		}).Render()
 	}
 	var cur *tea.Cursor
 	if pos := p.emu.CursorPosition(); p.scrolled == 0 && !p.emu.CursorHidden() && pos.X < w && pos.Y < h {
@@ -639,6 +615,25 @@ func (p *Pane) View(w, h int) ([]string, *tea.Cursor) {
 	p.mu.Unlock()
 	p.cache.version, p.cache.w, p.cache.h, p.cache.lines, p.cache.cursor = v, w, h, lines, cur
 	return lines, cur
+}
+
+// lineOf is a line of w cells from cell (nil: blank), a wide character
+// once, without hyperlinks: their targets are the agent's to choose, and
+// the user's terminal would open them.
+func lineOf(w int, cell func(x int) *uv.Cell) uv.Line {
+	line := uv.NewLine(w)
+	for x := 0; x < w; {
+		c := cell(x)
+		if c == nil {
+			x++
+			continue
+		}
+		cc := *c
+		cc.Link = uv.Link{}
+		line.Set(x, &cc)
+		x += max(1, c.Width)
+	}
+	return line
 }
 
 // fitLine is a rendered line cut or padded to w cells.
