@@ -478,6 +478,7 @@ func (p *Pane) Resize(w, h int) tea.Cmd {
 		}
 		p.applied = gen
 		if p.emu.Width() != w || p.emu.Height() != h {
+			p.keepCursorRow(h)
 			p.emu.Resize(w, h)
 			p.keep(p.emu.Scrollback(), 0)
 			p.scrolled = min(p.scrolled, p.back.len())
@@ -485,6 +486,39 @@ func (p *Pane) Resize(w, h int) tea.Cmd {
 		}
 		pty.Setsize(p.pty, &pty.Winsize{Cols: uint16(w), Rows: uint16(h)})
 		return PaneMsg{}
+	}
+}
+
+// keepCursorRow makes room for a screen h rows high: the emulator keeps
+// a shorter screen's top rows and moves the cursor up onto whatever row
+// is there, so the agent's next line overwrote an older one (the shell's
+// prompt landing on its last command). As xterm does, the rows above go
+// to the scrollback until the cursor's row is the last one. The other
+// screen is redrawn by its program on SIGWINCH. The caller holds p.mu.
+func (p *Pane) keepCursorRow(h int) {
+	n := p.emu.CursorPosition().Y - h + 1
+	if n <= 0 || p.emu.IsAltScreen() {
+		return
+	}
+	w, eh := p.emu.Width(), p.emu.Height()
+	p.keep(p.emu.Scrollback(), 0)
+	for y := range n {
+		p.backLine(lineOf(w, func(x int) *uv.Cell { return p.emu.CellAt(x, y) }))
+	}
+	for y := 0; y+n < eh; y++ {
+		for x := range w {
+			p.emu.SetCell(x, y, nil)
+		}
+		for x := 0; x < w; {
+			c := p.emu.CellAt(x, y+n)
+			if c == nil {
+				x++
+				continue
+			}
+			cc := *c
+			p.emu.SetCell(x, y, &cc)
+			x += max(1, c.Width)
+		}
 	}
 }
 

@@ -305,6 +305,34 @@ func TestPaneResize(t *testing.T) {
 	}
 }
 
+// A terminal made shorter keeps the cursor's row, as xterm does: the rows
+// above it go to the scrollback, and the agent's next line goes under its
+// last one instead of over an older one.
+func TestPaneShrinkKeepsTheCursorRow(t *testing.T) {
+	at := newAgentTerm(t, Options{}, 80, 24) // 21 rows
+	var sb strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&sb, "line %d\r\n", i)
+	}
+	at.write(strings.Replace(sb.String(), "line 20", "line 20 世界x", 1)+"prompt$ ", "prompt$")
+	at.resize(80, 12) // 9 rows
+	if _, cols, _ := pty.Getsize(at.slave); cols != 80 {
+		t.Fatalf("the agent's terminal is %d wide, want 80", cols)
+	}
+	at.write("\r\nnext", "next")
+	lines, _ := at.pane.View(80, at.pane.emu.Height())
+	var got []string
+	for _, l := range lines {
+		got = append(got, strings.TrimSpace(ansi.Strip(l)))
+	}
+	if h := len(got); h < 3 || got[h-1] != "next" || got[h-2] != "prompt$" || got[h-3] != "line 20 世界x" {
+		t.Errorf("after the shrink and a line, the pane's last rows are not line 20, prompt$, next:\n%s", strings.Join(got, "\n"))
+	}
+	if _, kept := at.pane.Scrolled(); kept != 21-len(got)+1 {
+		t.Errorf("%d lines kept in the scrollback, want %d", kept, 21-len(got)+1)
+	}
+}
+
 // The agent asks for mouse reports: the terminal is asked to send them,
 // and a click in the pane reaches the agent at the pane's coordinates.
 func TestPaneMouse(t *testing.T) {
