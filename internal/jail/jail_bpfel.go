@@ -140,6 +140,18 @@ type jailMark struct {
 	Created uint32
 }
 
+type jailNameRepeatKey struct {
+	_     structs.HostLayout
+	D1    uint64
+	Ino1  uint64
+	Name1 uint64
+	Tgid  uint32
+	Op    uint32
+	Flags uint32
+	Pad   uint32
+	Name  [256]int8
+}
+
 type jailNamed struct {
 	_     structs.HostLayout
 	Group uint32
@@ -234,6 +246,7 @@ type jailRuleKey struct {
 type jailScratch struct {
 	_        structs.HostLayout
 	Rk       jailRepeatKey
+	Nk       jailNameRepeatKey
 	RkSet    uint32
 	RkPad    uint32
 	Buf      [8192]int8
@@ -278,6 +291,7 @@ const (
 	jailMapInbLast                = "inb_last"
 	jailMapKeys                   = "keys"
 	jailMapMarks                  = "marks"
+	jailMapNameRepeats            = "name_repeats"
 	jailMapNamedFiles             = "named_files"
 	jailMapObsCreated             = "obs_created"
 	jailMapOwned                  = "owned"
@@ -492,6 +506,7 @@ type jailMapSpecs struct {
 	InbLast     *ebpf.MapSpec `ebpf:"inb_last"`
 	Keys        *ebpf.MapSpec `ebpf:"keys"`
 	Marks       *ebpf.MapSpec `ebpf:"marks"`
+	NameRepeats *ebpf.MapSpec `ebpf:"name_repeats"`
 	NamedFiles  *ebpf.MapSpec `ebpf:"named_files"`
 	ObsCreated  *ebpf.MapSpec `ebpf:"obs_created"`
 	Owned       *ebpf.MapSpec `ebpf:"owned"`
@@ -554,6 +569,7 @@ type jailMaps struct {
 	InbLast     *ebpf.Map `ebpf:"inb_last"`
 	Keys        *ebpf.Map `ebpf:"keys"`
 	Marks       *ebpf.Map `ebpf:"marks"`
+	NameRepeats *ebpf.Map `ebpf:"name_repeats"`
 	NamedFiles  *ebpf.Map `ebpf:"named_files"`
 	ObsCreated  *ebpf.Map `ebpf:"obs_created"`
 	Owned       *ebpf.Map `ebpf:"owned"`
@@ -579,6 +595,7 @@ func (m *jailMaps) Close() error {
 		m.InbLast,
 		m.Keys,
 		m.Marks,
+		m.NameRepeats,
 		m.NamedFiles,
 		m.ObsCreated,
 		m.Owned,

@@ -150,11 +150,13 @@ struct {
  * REPEAT_NS of its last report is counted, not reported again; the next
  * report of it after that says how many it stands for. A storm of one
  * refusal then cannot fill the ring and crowd out the others. Only escapes
- * whose targets are dentries are coalesced: a name as the process gave it
- * (rep.uname) lives in its memory, where one buffer holds many names, and
- * coalescing by its address would let an agent hide one refusal's name
- * behind another's. For the same reason a dentry is known by more than its
- * address, which a freed dentry's successor may take within the window (a
+ * The observers' refusals carry a name as the process gave it
+ * (rep.uname), in its memory, where one buffer holds many names: coalescing
+ * by its address would let an agent hide one refusal's name behind
+ * another's, and so would a hash of it, which a cell can collide. They are
+ * keyed by the name itself (name_repeats), up to NAME_KEY bytes; a longer
+ * one is never coalesced. For the same reason a dentry is known by more
+ * than its address, which a freed dentry's successor may take within the window (a
  * create's negative dentry on tmpfs): by its inode and its name's hash and
  * length too (the kernel salts the hash with the parent's address).
  *
@@ -191,6 +193,27 @@ struct {
 	__type(value, struct repeat);
 } repeats SEC(".maps");
 
+#define NAME_KEY 256
+
+/* A refusal the observers saw: the folder the name is relative to (the
+ * working directory's for an absolute one: a fixed field, not a branch),
+ * and the name, zero-padded. */
+struct name_repeat_key {
+	__u64 d1, ino1, name1;
+	__u32 tgid;
+	__u32 op;
+	__u32 flags;
+	__u32 pad;
+	char name[NAME_KEY];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct name_repeat_key);
+	__type(value, struct repeat);
+} name_repeats SEC(".maps");
+
 /* Files whose signal owner (F_SETOWN, FIOSETOWN, SIOCSPGRP, a lease) a
  * jailed process set last, by the file's address, with who set it: their
  * SIGIO and SIGURG may reach only the cell's own processes (see
@@ -224,7 +247,8 @@ struct {
 
 struct scratch {
 	struct repeat_key rk; /* report_rep's key, off the stack */
-	__u32 rk_set;         /* rk is this report's (repeat_check) */
+	struct name_repeat_key nk; /* or, for a name as given, this */
+	__u32 rk_set;         /* RK_DENTRY or RK_NAME: this report's key (repeat_check) */
 	__u32 rk_pad;
 	char buf[2 * PATH_BYTES];
 	__u64 nb_dentry; /* path building: the next dentry to name */

@@ -121,36 +121,17 @@ struct rep {
 	char as_comm[16];
 };
 
-/*
- * repeat_check says whether the escape r, whose verdict flags are flags,
- * was reported less than REPEAT_NS ago: then it is counted as a repeat and
- * not reported. Otherwise the scratch's event says how many repeats its
- * report stands for, and the window starts. The key is left in the scratch
- * for repeat_forget. A global function, as report_rep: the verifier checks
- * it once, apart from report_rep's states.
- */
-__noinline int repeat_check(struct rep *r, __u32 flags)
-{
-	__u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
-	struct repeat *rp, fresh = {};
-	__u64 now;
+#define RK_DENTRY 1
+#define RK_NAME 2
 
-	if (!r || !s)
-		return 0;
-	s->rk_set = 1;
-	__builtin_memset(&s->rk, 0, sizeof(s->rk));
-	dentry_id(r->d1, &s->rk.d1, &s->rk.ino1, &s->rk.name1);
-	dentry_id(r->d2, &s->rk.d2, &s->rk.ino2, &s->rk.name2);
-	s->rk.tgid = r->as_tgid ? r->as_tgid : bpf_get_current_pid_tgid() >> 32;
-	s->rk.op = r->op;
-	s->rk.class = r->class;
-	s->rk.flags = flags;
-	s->rk.rule = r->rule;
-	s->rk.target_pid = r->target_pid;
-	s->rk.detail = r->detail;
-	now = bpf_ktime_get_ns();
-	rp = bpf_map_lookup_elem(&repeats, &s->rk);
+/* repeat_seen is repeat_check's window on key in map (repeats or
+ * name_repeats). */
+static __always_inline int repeat_seen(void *map, void *key, struct scratch *s)
+{
+	struct repeat *rp, fresh = {};
+	__u64 now = bpf_ktime_get_ns();
+
+	rp = bpf_map_lookup_elem(map, key);
 	if (rp && now < rp->until) {
 		rp->pending++; /* this CPU's own (the map is per CPU) */
 		count(CNT_REPEATS);
@@ -163,8 +144,51 @@ __noinline int repeat_check(struct rep *r, __u32 flags)
 		return 0;
 	}
 	fresh.until = now + REPEAT_NS;
-	bpf_map_update_elem(&repeats, &s->rk, &fresh, BPF_ANY);
+	bpf_map_update_elem(map, key, &fresh, BPF_ANY);
 	return 0;
+}
+
+/*
+ * repeat_check says whether the escape r, whose verdict flags are flags,
+ * was reported less than REPEAT_NS ago: then it is counted as a repeat and
+ * not reported. Otherwise the scratch's event says how many repeats its
+ * report stands for, and the window starts. The key is left in the scratch
+ * for repeat_forget. A global function, as report_rep: the verifier checks
+ * it once, apart from report_rep's states.
+ */
+__noinline int repeat_check(struct rep *r, __u32 flags)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	long n;
+
+	if (!r || !s)
+		return 0;
+	if (r->uname) {
+		/* Zeroed first: the bytes after the name are the key's too. */
+		__builtin_memset(&s->nk, 0, sizeof(s->nk));
+		n = bpf_probe_read_user_str(s->nk.name, NAME_KEY, (const void *)r->uname);
+		if (n <= 0 || n >= NAME_KEY)
+			return 0; /* unreadable, or perhaps cut: reported each time */
+		dentry_id(r->d1, &s->nk.d1, &s->nk.ino1, &s->nk.name1);
+		s->nk.tgid = bpf_get_current_pid_tgid() >> 32;
+		s->nk.op = r->op;
+		s->nk.flags = flags;
+		s->rk_set = RK_NAME;
+		return repeat_seen(&name_repeats, &s->nk, s);
+	}
+	__builtin_memset(&s->rk, 0, sizeof(s->rk));
+	dentry_id(r->d1, &s->rk.d1, &s->rk.ino1, &s->rk.name1);
+	dentry_id(r->d2, &s->rk.d2, &s->rk.ino2, &s->rk.name2);
+	s->rk.tgid = r->as_tgid ? r->as_tgid : bpf_get_current_pid_tgid() >> 32;
+	s->rk.op = r->op;
+	s->rk.class = r->class;
+	s->rk.flags = flags;
+	s->rk.rule = r->rule;
+	s->rk.target_pid = r->target_pid;
+	s->rk.detail = r->detail;
+	s->rk_set = RK_DENTRY;
+	return repeat_seen(&repeats, &s->rk, s);
 }
 
 /* repeat_forget: the escape repeat_check let through was not reported
@@ -173,11 +197,14 @@ __noinline int repeat_forget(void)
 {
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
-	struct repeat *rp;
+	struct repeat *rp = 0;
 
-	if (!s || !s->rk_set)
+	if (!s)
 		return 0;
-	rp = bpf_map_lookup_elem(&repeats, &s->rk);
+	if (s->rk_set == RK_DENTRY)
+		rp = bpf_map_lookup_elem(&repeats, &s->rk);
+	else if (s->rk_set == RK_NAME)
+		rp = bpf_map_lookup_elem(&name_repeats, &s->nk);
 	if (rp)
 		rp->until = 0;
 	return 0;
@@ -216,7 +243,7 @@ __noinline int report_rep(struct rep *r)
 	s->rk_set = 0;
 	/* No variable for "coalesced" past this point: one live to the end
 	 * would double the states the verifier walks through the rest. */
-	if (!(flags & EV_INBOUNDS) && !uname && repeat_check(r, flags))
+	if (!(flags & EV_INBOUNDS) && repeat_check(r, flags))
 		goto out;
 	if (r->as_tgid) {
 		s->ev.pid = r->as_tgid;
