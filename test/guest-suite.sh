@@ -104,8 +104,9 @@ if [ "$engine" = landlock ]; then
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode|GitWorktree|GitInit|Outlives'
 	# The session's life at a terminal (^C, a closed terminal, the summary
 	# after q, the clean-up after a kill, the one-terminal pane, --headless
-	# on a terminal), under each engine doctor proves.
-	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|OneTerminal|ExitWithAgent|HeadlessOnATerminal|ClaudeCodeInThePane'
+	# on a terminal, the user's environment through sudo), under each
+	# engine doctor proves.
+	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|OneTerminal|ExitWithAgent|HeadlessOnATerminal|ClaudeCodeInThePane|SudoKeeps'
 	landlock_runners
 	# The one-terminal pane's benchmark at toy sizes (natively: it needs
 	# no BPF LSM and its numbers are the host's): it must keep working.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -12,8 +11,8 @@ import (
 	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
-// outsideCommand says, before anything starts, that the command (or the
-// interpreter its #! line names) lies where the cell grants nothing to
+// outsideCommand says, before anything starts, that the command (or
+// interp, the interpreter its #! line names, if any) lies where the cell grants nothing to
 // read, and how to grant it; nil when it lies inside. Started anyway, it
 // would only fail with a bare "permission denied" (an agent installed in
 // /opt, in a version manager's folder no profile knows).
@@ -21,7 +20,7 @@ import (
 // It reads the cell's rules as the kernel walks them (a denial on the way
 // refuses, else the nearest rule that grants reading), to say so early and
 // by name; the kernel still decides, and this never lets anything through.
-func outsideCommand(p policy.Policy, path string) error {
+func outsideCommand(p policy.Policy, path, interp string) error {
 	rules := p.Rules()
 	check := func(what, file string) error {
 		real, err := filepath.EvalSymlinks(file)
@@ -46,7 +45,7 @@ func outsideCommand(p policy.Policy, path string) error {
 	if err := check("the command", path); err != nil {
 		return err
 	}
-	if interp := interpreter(path); interp != "" {
+	if interp != "" {
 		return check("its interpreter", interp)
 	}
 	return nil
@@ -88,8 +87,8 @@ func installRoot(path string) string {
 }
 
 // interpreter is the program a script's #! line runs it with (through
-// env, the one env finds on PATH), or "".
-func interpreter(path string) string {
+// env, the one env finds on searchPath, the agent's PATH), or "".
+func interpreter(path, searchPath string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -108,10 +107,8 @@ func interpreter(path string) string {
 			if strings.HasPrefix(a, "-") || strings.Contains(a, "=") {
 				continue
 			}
-			if p, err := exec.LookPath(a); err == nil {
-				return p
-			}
-			return ""
+			p, _ := findCommand(a, "/", searchPath)
+			return p
 		}
 		return ""
 	}

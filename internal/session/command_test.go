@@ -48,7 +48,7 @@ func TestOutsideCommand(t *testing.T) {
 		{script, "its interpreter " + tool + " lies outside" + `.*--allow ` + opt},
 		{denied, "the command " + denied + " lies where the cell refuses everything" + `.*(--deny ` + secret + ")"},
 	} {
-		err := outsideCommand(p, tc.path)
+		err := outsideCommand(p, tc.path, interpreter(tc.path, os.Getenv("PATH")))
 		if tc.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tc.path, err)

@@ -24,17 +24,17 @@ func TestPlanKeepsAgentLockStateFromTheAgent(t *testing.T) {
 	elsewhere := filepath.Join(other, "missing")
 	o := Options{Dir: home, Command: []string{"true"}, Private: []string{state, config, elsewhere}, Profiles: []string{"none"}}
 
-	_, err := makePlan(o, agent, nil)
+	_, err := makePlan(o, agent, nil, os.Environ())
 	if err == nil || !strings.Contains(err.Error(), "--allow-home") {
 		t.Fatalf("DIR = the home without --allow-home: %v", err)
 	}
-	if _, err := makePlan(Options{Dir: filepath.Dir(home), Command: []string{"true"}}, agent, nil); err == nil {
+	if _, err := makePlan(Options{Dir: filepath.Dir(home), Command: []string{"true"}}, agent, nil, os.Environ()); err == nil {
 		t.Error("DIR holding the home was accepted")
 	}
 
 	o.AllowHome = true
 	var made []string
-	plan, err := makePlan(o, agent, &profile.Maker{Dir: func(p string) error { made = append(made, p); return os.MkdirAll(p, 0o700) }})
+	plan, err := makePlan(o, agent, &profile.Maker{Dir: func(p string) error { made = append(made, p); return os.MkdirAll(p, 0o700) }}, os.Environ())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestPlanKeepsAgentLockStateFromTheAgent(t *testing.T) {
 	os.Mkdir(proj, 0o755)
 	made = nil
 	plan, err = makePlan(Options{Dir: proj, Command: []string{"true"}, Private: []string{filepath.Join(home, ".cache/x")}, Profiles: []string{"none"}},
-		agent, &profile.Maker{Dir: func(p string) error { made = append(made, p); return nil }})
+		agent, &profile.Maker{Dir: func(p string) error { made = append(made, p); return nil }}, os.Environ())
 	if err != nil || len(made) > 0 || len(plan.Notes) > 0 {
 		t.Errorf("a project beside the state: made %v, notes %v, %v", made, plan.Notes, err)
 	}

@@ -94,12 +94,13 @@ func (r *run) open(ctx context.Context) error {
 	// the command on PATH), which root must not follow for them. A first
 	// run: the agent's own folders (~/.codex, ...) are made, as the user,
 	// so that the cell can grant them.
+	env := baseEnv()
 	if err := asuser.Do(agent.ID(), func() error {
 		var err error
 		r.plan, err = makePlan(o, agent, &profile.Maker{
 			Dir:  func(p string) error { return asuser.MkdirAll(agent.ID(), p) },
 			File: func(p, content string) error { return asuser.CreateFile(agent.ID(), p, content) },
-		})
+		}, env)
 		return err
 	}); err != nil {
 		if e := (*Error)(nil); !errors.As(err, &e) {
@@ -188,7 +189,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 	foregrounded := jobControl(attr, o.Stdin == nil)
 	cmd := c.command(r.plan.Path, argv, attr)
 	cmd.Dir = dir
-	env, withheld := secretenv.Filter(agentEnv(os.Environ(), agent, r.pol.TmpDir, dir),
+	env, withheld := secretenv.Filter(agentEnv(r.plan.Env, agent, r.pol.TmpDir, dir),
 		append(r.plan.Profiles.Env, o.PassEnv...))
 	env, socks := c.eng.Env(env)
 	if len(socks) > 0 {

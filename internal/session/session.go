@@ -255,17 +255,20 @@ type Plan struct {
 	// opens: what --allow-home exposes, agent-lock's state kept from the
 	// agent inside DIR or a grant.
 	Notes []string
+	// Env is the environment the agent's is made from (baseEnv): the
+	// caller's, before agent-lock's variables and the filter.
+	Env []string
 }
 
 // MakePlan resolves o for agent: the directory, the command, its profile,
 // grants and denials, the protected entries. Errors are the user's to fix
 // and carry ExitFailed (or the command's exit status). It changes nothing:
 // a profile's folders that a run would make are listed missing.
-func MakePlan(o Options, agent Agent) (Plan, error) { return makePlan(o, agent, nil) }
+func MakePlan(o Options, agent Agent) (Plan, error) { return makePlan(o, agent, nil, baseEnv()) }
 
 // makePlan is MakePlan that, with mk, makes the profiles' missing
-// folders and files (profile.Profile.Make, Seed) first.
-func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
+// folders and files (profile.Profile.Make, Seed) first; env is baseEnv's.
+func makePlan(o Options, agent Agent, mk *profile.Maker, env []string) (Plan, error) {
 	dir, err := ResolveDir(o.Dir)
 	if err != nil {
 		return Plan{}, fail(ExitFailed, err)
@@ -284,7 +287,7 @@ func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 	if len(argv) == 0 {
 		argv = []string{agent.Shell}
 	}
-	path, err := lookPath(argv[0], dir)
+	path, err := lookPath(argv[0], dir, pathOf(env), agent.ID())
 	if err != nil {
 		return Plan{}, err
 	}
@@ -361,10 +364,14 @@ func makePlan(o Options, agent Agent, mk *profile.Maker) (Plan, error) {
 		Dir: dir, AllowUnix: o.AllowUnix, Allow: allow, AllowWrite: allowWrite, Files: files, Deny: deny,
 		Home: agent.Home, Protect: protect, Profiled: names, DenyPatterns: o.DenyPatterns, Private: private,
 	}
-	if err := outsideCommand(pol, path); err != nil {
+	var interp string
+	if err := asuser.Do(agent.ID(), func() error { interp = interpreter(path, pathOf(env)); return nil }); err != nil {
+		return Plan{}, fail(ExitFailed, err)
+	}
+	if err := outsideCommand(pol, path, interp); err != nil {
 		return Plan{}, err
 	}
-	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Net: net, Policy: pol}, nil
+	return Plan{Argv: argv, Path: path, Profiles: prof, Notes: notes, Net: net, Policy: pol, Env: env}, nil
 }
 
 // profiles resolves the profiles asked for, or the one the command's name
@@ -418,29 +425,53 @@ func ResolveDir(d string) (string, error) {
 	return real, nil
 }
 
-func lookPath(name, dir string) (string, error) {
+// lookPath finds the command as the agent's user would (id): on the
+// agent's PATH, searchPath, through folders that user may search. Under
+// sudo, agent-lock's own PATH is root's, and it would find as root what
+// the user cannot reach.
+func lookPath(name, dir, searchPath string, id asuser.ID) (string, error) {
+	var path string
+	var err error
+	if aerr := asuser.Do(id, func() error {
+		path, err = findCommand(name, dir, searchPath)
+		return nil
+	}); aerr != nil {
+		return "", fail(ExitFailed, aerr)
+	}
+	return path, err
+}
+
+// findCommand is lookPath's search, done by the calling thread; a name
+// with a slash is taken relative to dir.
+func findCommand(name, dir, searchPath string) (string, error) {
+	executable := func(p string) error {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fail(ExitNotFound, fmt.Errorf("%s: no such file", name))
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			return fail(ExitCannotExec, fmt.Errorf("%s: not an executable file", name))
+		}
+		return nil
+	}
 	if strings.Contains(name, "/") {
 		p := name
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}
-		st, err := os.Stat(p)
-		if err != nil {
-			return "", fail(ExitNotFound, fmt.Errorf("%s: no such file", name))
-		}
-		if st.IsDir() || st.Mode()&0o111 == 0 {
-			return "", fail(ExitCannotExec, fmt.Errorf("%s: not an executable file", name))
-		}
-		return p, nil
+		return p, executable(p)
 	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return "", fail(ExitNotFound, fmt.Errorf("%s: command not found", name))
+	for _, d := range filepath.SplitList(searchPath) {
+		// A relative folder on PATH names a folder of wherever the
+		// agent happens to be: not searched (exec.LookPath's ErrDot).
+		if d == "" || !filepath.IsAbs(d) {
+			continue
 		}
-		return "", fail(ExitCannotExec, fmt.Errorf("%s: %w", name, err))
+		if p := filepath.Join(d, name); executable(p) == nil {
+			return p, nil
+		}
 	}
-	return p, nil
+	return "", fail(ExitNotFound, fmt.Errorf("%s: command not found (looked in PATH=%s)", name, searchPath))
 }
 
 // privateTmp makes the agent's TMPDIR, as the user, named after this
