@@ -148,7 +148,7 @@ type jailNameRepeatKey struct {
 	Tgid  uint32
 	Op    uint32
 	Flags uint32
-	Pad   uint32
+	Len   uint32
 	Name  [256]int8
 }
 

@@ -203,7 +203,7 @@ struct name_repeat_key {
 	__u32 tgid;
 	__u32 op;
 	__u32 flags;
-	__u32 pad;
+	__u32 len; /* the name's, with its NUL */
 	char name[NAME_KEY];
 };
 

@@ -171,6 +171,7 @@ __noinline int repeat_check(struct rep *r, __u32 flags)
 		if (n <= 0 || n >= NAME_KEY)
 			return 0; /* unreadable, or perhaps cut: reported each time */
 		dentry_id(r->d1, &s->nk.d1, &s->nk.ino1, &s->nk.name1);
+		s->nk.len = n; /* with its NUL */
 		s->nk.tgid = bpf_get_current_pid_tgid() >> 32;
 		s->nk.op = r->op;
 		s->nk.flags = flags;
@@ -272,7 +273,24 @@ __noinline int report_rep(struct rep *r)
 		flags |= EV_PATH2;
 		n2 = put_path(s, d2, n1, &flags);
 	} else if (uname && n1 <= PATH_BYTES) {
-		long n = bpf_probe_read_user_str(&s->ev.path[n1], PATH_BYTES, (const void *)uname);
+		__u32 len = s->nk.len;
+		long n;
+
+		/* The name repeat_check keyed the report by, not a second read
+		 * of the process's memory, which another thread may have
+		 * changed since: the report names what later repeats are
+		 * counted against. */
+		if (s->rk_set == RK_NAME && len > 1 && len < NAME_KEY) {
+			/* The mask for the verifier (len is below NAME_KEY),
+			 * after a barrier: the compiler would drop it. */
+			n = len;
+			asm volatile("" : "+r"(n));
+			n &= NAME_KEY - 1;
+			if (bpf_probe_read_kernel(&s->ev.path[n1], n, s->nk.name))
+				n = 0;
+		} else {
+			n = bpf_probe_read_user_str(&s->ev.path[n1], PATH_BYTES, (const void *)uname);
+		}
 
 		flags |= EV_PATH2 | EV_ASGIVEN;
 		if (n > 1)
