@@ -87,10 +87,13 @@ type Engine interface {
 type Cell interface {
 	// About says what decides, for the report.
 	About() About
-	// Command is the process that runs path as argv in the cell; attr
-	// completes it (credentials, terminal). It starts in the cell's
-	// cgroup, confined before its first instruction.
-	Command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd
+	// Command is the process that runs path as argv with env in the cell;
+	// attr completes it (credentials, terminal). It starts in the cell's
+	// cgroup, confined before its first instruction. env is the agent's,
+	// the user's to choose (their own environment, through sudo too):
+	// only the agent may run with it, never a process of agent-lock's
+	// that holds a privilege.
+	Command(path string, argv, env []string, attr *syscall.SysProcAttr) (*exec.Cmd, error)
 	// Env is what of env the agent gets, and the names withheld.
 	Env(env []string) (kept, withheld []string)
 	// Started tells the cell that the agent, pid, runs: at once, for

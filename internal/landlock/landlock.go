@@ -15,6 +15,7 @@ package landlock
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -232,6 +233,53 @@ const ExecArg = "__landlock-exec"
 // RulesetFD is the descriptor the ruleset has in that process.
 const RulesetFD = 3
 
+// EnvFD is the descriptor that process reads the agent's environment
+// from (EnvFile): it starts with none of its own.
+const EnvFD = 4
+
+// EnvFile is a memory file holding env, for EnvFD.
+func EnvFile(env []string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("agent-lock-env", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("a memory file for the agent's environment: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "agent-lock-env")
+	var b strings.Builder
+	for _, kv := range env {
+		b.WriteString(kv)
+		b.WriteByte(0)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the agent's environment: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the agent's environment: %w", err)
+	}
+	return f, nil
+}
+
+// readEnv reads the environment EnvFile wrote, on EnvFD, and closes it.
+func readEnv() ([]string, error) {
+	f := os.NewFile(EnvFD, "agent-lock-env")
+	if f == nil {
+		return nil, errors.New("no environment handed over")
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read the agent's environment: %w", err)
+	}
+	var env []string
+	for kv := range strings.SplitSeq(string(b), "\x00") {
+		if kv != "" {
+			env = append(env, kv)
+		}
+	}
+	return env, nil
+}
+
 // Argv is the command line of that process for path and argv; ttys are
 // the terminals the agent inherits, by name, kept at those names in the
 // cell's own devpts (pts.go).
@@ -245,7 +293,7 @@ func Argv(flags uint32, ttys []string, path string, argv []string) []string {
 
 // Exec gives the cell its own terminals (pts.go), drops the capability
 // that took, enforces the ruleset on descriptor RulesetFD and execs path
-// with argv and the current environment. It returns only on failure, and
+// with argv and the environment on EnvFD. It returns only on failure, and
 // then the agent must not run: the caller exits.
 func Exec(args []string) error {
 	if len(args) < 4 {
@@ -260,6 +308,10 @@ func Exec(args []string) error {
 		ttys = strings.Split(args[1], ",")
 	}
 	path, argv := args[2], args[3:]
+	env, err := readEnv()
+	if err != nil {
+		return err
+	}
 	runtime.LockOSThread() // never unlocked: the thread execs
 	masters, ptsErr := privatePTS(RulesetFD, ttys)
 	// Whatever became of the mount, no capability goes further.
@@ -289,7 +341,7 @@ func Exec(args []string) error {
 	if err := keepOpen(masters); err != nil {
 		return err
 	}
-	return syscall.Exec(path, argv, os.Environ())
+	return syscall.Exec(path, argv, env)
 }
 
 // grantProc grants the /proc this process sees, read-only. The agent has

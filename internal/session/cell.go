@@ -98,10 +98,10 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 // events are the engine's reports.
 func (c *cell) events() <-chan verdict.Event { return c.eng.Events() }
 
-// command is the process that runs path as argv in the cell, completed by
-// attr.
-func (c *cell) command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd {
-	return c.eng.Command(path, argv, attr)
+// command is the process that runs path as argv with env in the cell,
+// completed by attr.
+func (c *cell) command(path string, argv, env []string, attr *syscall.SysProcAttr) (*exec.Cmd, error) {
+	return c.eng.Command(path, argv, env, attr)
 }
 
 // counters are the engine's tallies and the network's.
@@ -144,7 +144,10 @@ func (c *cell) probe(ctx context.Context, audit bool) error {
 		if err != nil {
 			return nil, fmt.Errorf("probe needs %s: %w", name, err)
 		}
-		cmd := c.command(path, append([]string{name}, args...), &syscall.SysProcAttr{})
+		cmd, err := c.command(path, append([]string{name}, args...), os.Environ(), &syscall.SysProcAttr{})
+		if err != nil {
+			return nil, err
+		}
 		cmd.Dir = "/"
 		// Not CommandContext: the caller's ctx ending kills the cell.
 		stop := context.AfterFunc(ctx, func() { killCgroup(c.cg.Path, time.Second) })

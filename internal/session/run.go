@@ -186,16 +186,19 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0
 		o.Stdin, o.Stdout, o.Stderr = o.Terminal, o.Terminal, o.Terminal
 	}
-	foregrounded := jobControl(attr, o.Stdin == nil)
-	cmd := c.command(r.plan.Path, argv, attr)
-	cmd.Dir = dir
 	env, withheld := secretenv.Filter(agentEnv(r.plan.Env, agent, r.pol.TmpDir, dir),
 		append(r.plan.Profiles.Env, o.PassEnv...))
 	env, socks := c.eng.Env(env)
 	if len(socks) > 0 {
 		withheld = slices.Compact(slices.Sorted(slices.Values(append(withheld, socks...))))
 	}
-	cmd.Env = env
+	cmd, err := c.command(r.plan.Path, argv, env, attr)
+	if err != nil {
+		return nil, nil, fail(ExitFailed, err)
+	}
+	cmd.Dir = dir
+	// attr is cmd's: what jobControl sets in it, the start does.
+	foregrounded := jobControl(attr, o.Stdin == nil)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if o.Stdin != nil {
 		cmd.Stdin = o.Stdin
@@ -215,7 +218,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 	r.later(func() { signal.Stop(r.term) })
 
 	started, done := startNoNewPrivs(cmd, r.view, warn)
-	err := <-started
+	err = <-started
 	// After the start: the agent must not inherit the ignored SIGTTOU.
 	r.releaseTerminal = holdTerminal(foregrounded)
 	r.later(r.releaseTerminal)

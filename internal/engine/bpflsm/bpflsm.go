@@ -98,13 +98,14 @@ func (c *cell) About() engine.About {
 	return a
 }
 
-func (c *cell) Command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd {
+func (c *cell) Command(path string, argv, env []string, attr *syscall.SysProcAttr) (*exec.Cmd, error) {
 	attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
 	attr.CgroupFD = c.s.Cgroup.FD
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
+	cmd.Env = env
 	cmd.SysProcAttr = attr
-	return cmd
+	return cmd, nil
 }
 
 // Env keeps everything: the hooks refuse connecting to the user's sockets

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,11 +18,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/engine"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/report"
+	"github.com/agent-lock/agent-lock/internal/secretenv"
 	"github.com/agent-lock/agent-lock/internal/spec"
 	"github.com/agent-lock/agent-lock/internal/verdict"
 )
@@ -134,6 +137,20 @@ type cell struct {
 	// tw keeps the protected entries (tripwire.go); nil with
 	// --best-effort when they could not be.
 	tw *tripwireRun
+	// envFiles are the environments handed to processes started since
+	// the last Started (Command), closed there and at Close.
+	mu       sync.Mutex
+	envFiles []*os.File
+}
+
+// closeEnvFiles closes the environments handed over.
+func (c *cell) closeEnvFiles() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.envFiles {
+		f.Close()
+	}
+	c.envFiles = nil
 }
 
 // unprotected are rules without their protected entries.
@@ -158,7 +175,18 @@ func (c *cell) About() engine.About {
 // has no say over SysV IPC and POSIX message queues, which the BPF LSM
 // refuses outside the cell) and a mount namespace, for a devpts of its
 // own.
-func (c *cell) Command(path string, argv []string, attr *syscall.SysProcAttr) *exec.Cmd {
+//
+// That process holds CAP_SYS_ADMIN until it drops it, and a capability
+// held only as ambient does not make its exec a secure one: the dynamic
+// loader would honour LD_PRELOAD, LD_AUDIT, GCONV_PATH, ... So env, the
+// user's (through sudo too: callerenv.go), is not its environment: it
+// starts with none, and reads env from a memory file (landlock.EnvFD) to
+// exec the agent with, capabilities dropped and the ruleset enforced.
+func (c *cell) Command(path string, argv, env []string, attr *syscall.SysProcAttr) (*exec.Cmd, error) {
+	envFile, err := landlock.EnvFile(env)
+	if err != nil {
+		return nil, err
+	}
 	attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
 	attr.CgroupFD = c.s.Cgroup.FD
 	attr.Cloneflags |= syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
@@ -167,9 +195,16 @@ func (c *cell) Command(path string, argv []string, attr *syscall.SysProcAttr) *e
 	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = landlock.Argv(c.flags, c.s.TTYPaths, path, argv)
-	cmd.ExtraFiles = []*os.File{c.ruleset} // fd 3: landlock.RulesetFD
+	cmd.Env = []string{}
+	// fd 3: landlock.RulesetFD, fd 4: landlock.EnvFD.
+	cmd.ExtraFiles = []*os.File{c.ruleset, envFile}
 	cmd.SysProcAttr = attr
-	return cmd
+	// The child has its own copy once started; this one holds the
+	// agent's secrets until then.
+	c.mu.Lock()
+	c.envFiles = append(c.envFiles, envFile)
+	c.mu.Unlock()
+	return cmd, nil
 }
 
 // Env withholds the user's sockets where Landlock cannot refuse
@@ -178,10 +213,24 @@ func (c *cell) Env(env []string) (kept, withheld []string) {
 	if c.abi >= 9 {
 		return env, nil
 	}
-	return withholdSockets(env, c.abi, c.s.AllowUnix, c.s.Warn)
+	// As the user: the sockets' paths are the user's to name (their
+	// environment), and root must not follow their links.
+	err := asuser.Do(c.s.User, func() error {
+		kept, withheld = withholdSockets(env, c.abi, c.s.AllowUnix, c.s.Warn)
+		return nil
+	})
+	if err != nil {
+		// Nothing resolved, nothing granted: every one is withheld.
+		c.s.Warn("the agent's unix socket variables are withheld: %v", err)
+		return secretenv.Sockets(env, nil, filepath.Clean)
+	}
+	return kept, withheld
 }
 
-func (c *cell) Started(pid int) { c.agentPID.Store(int64(pid)) }
+func (c *cell) Started(pid int) {
+	c.agentPID.Store(int64(pid))
+	c.closeEnvFiles()
+}
 
 // Reporting sends the tripwire's changes found so far, and later ones, to
 // w.
@@ -234,6 +283,7 @@ func (c *cell) Close() {
 	close(c.done)
 	c.tw.close()
 	c.ruleset.Close()
+	c.closeEnvFiles()
 	if c.audit != nil {
 		c.audit.Close()
 	}
