@@ -37,7 +37,7 @@ func baseEnv() []string {
 	if os.Geteuid() != 0 || uid == "" {
 		return own
 	}
-	caller := sudoCallerEnv("/proc", os.Getppid(), uid)
+	caller := sudoCallerEnv("/proc", os.Getpid(), uid)
 	if caller == nil {
 		return own
 	}
@@ -47,7 +47,8 @@ func baseEnv() []string {
 // overEnv is caller's variables with own's over them, all but PATH: under
 // sudo own holds what sudo kept of the caller's (TERM, LANG), what it set
 // for root (HOME, USER, SUDO_*: agentEnv sets the agent's own), and what
-// the user asked sudo for by name (sudo VAR=value).
+// the user asked sudo for by name (sudo VAR=value). A caller with no PATH
+// (env -i sudo ...) gets sudo's.
 func overEnv(caller, own []string) []string {
 	at := map[string]int{}
 	env := make([]string, 0, len(caller)+len(own))
@@ -63,24 +64,32 @@ func overEnv(caller, own []string) []string {
 	for _, kv := range caller {
 		set(kv)
 	}
+	_, callerPath := at["PATH"]
 	for _, kv := range own {
-		if !strings.HasPrefix(kv, "PATH=") {
+		if !callerPath || !strings.HasPrefix(kv, "PATH=") {
 			set(kv)
 		}
 	}
 	return env
 }
 
-// sudoCallerEnv is the environment of the nearest ancestor, from pid up,
-// that the user uid ran setuid root, or nil if none is. procfs is /proc
-// (a test's stand-in otherwise).
+// sudoCallerEnv is the environment of the nearest of pid's ancestors that
+// the user uid ran setuid root, or nil if none is. procfs is /proc (a
+// test's stand-in otherwise).
 func sudoCallerEnv(procfs string, pid int, uid string) []string {
+	self, err := readStat(procfs, pid)
+	if err != nil {
+		return nil
+	}
+	pid, child := self.ppid, self.start
 	for range ancestorsLooked {
 		if pid <= 1 {
 			return nil
 		}
 		st, err := readStat(procfs, pid)
-		if err != nil {
+		// A parent started before its child: else the child's parent
+		// has died and its number was taken by a newer process.
+		if err != nil || st.start > child {
 			return nil
 		}
 		if st.ruid == uid && st.euid == "0" {
@@ -99,7 +108,7 @@ func sudoCallerEnv(procfs string, pid int, uid string) []string {
 			}
 			return vars
 		}
-		pid = st.ppid
+		pid, child = st.ppid, st.start
 	}
 	return nil
 }
@@ -107,7 +116,7 @@ func sudoCallerEnv(procfs string, pid int, uid string) []string {
 // procStat is what sudoCallerEnv reads of a process.
 type procStat struct {
 	ppid       int
-	start      string // start time, in clock ticks after boot
+	start      uint64 // start time, in clock ticks after boot
 	ruid, euid string
 }
 
@@ -132,7 +141,9 @@ func readStat(procfs string, pid int) (procStat, error) {
 	if st.ppid, err = strconv.Atoi(f[1]); err != nil {
 		return st, fmt.Errorf("%s/stat: ppid %q", dir, f[1])
 	}
-	st.start = f[19]
+	if st.start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+		return st, fmt.Errorf("%s/stat: start time %q", dir, f[19])
+	}
 	status, err := os.ReadFile(filepath.Join(dir, "status"))
 	if err != nil {
 		return st, err

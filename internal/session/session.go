@@ -449,7 +449,10 @@ func findCommand(name, dir, searchPath string) (string, error) {
 		if err != nil {
 			return fail(ExitNotFound, fmt.Errorf("%s: no such file", name))
 		}
-		if st.IsDir() || st.Mode()&0o111 == 0 {
+		// The kernel's own check, as the thread's file-system ids (the
+		// user's, in lookPath): a file the user may not run is passed
+		// over for the next on PATH, as a shell does.
+		if !st.Mode().IsRegular() || unix.Faccessat(unix.AT_FDCWD, p, unix.X_OK, unix.AT_EACCESS) != nil {
 			return fail(ExitCannotExec, fmt.Errorf("%s: not an executable file", name))
 		}
 		return nil
