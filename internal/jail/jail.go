@@ -632,7 +632,8 @@ func (j *Jail) handshakeOnce(path string, slot jailRegistration, flags int) (jai
 	if err := regMap.Lookup(zero, &before); err != nil {
 		return after, err
 	}
-	slot.Tgid, slot.Seq = uint32(os.Getpid()), before.Seq
+	// register's thread, locked: the kernel takes its opens alone.
+	slot.Tgid, slot.Tid, slot.Seq = uint32(os.Getpid()), uint32(unix.Gettid()), before.Seq
 	if err := regMap.Put(zero, slot); err != nil {
 		return after, err
 	}

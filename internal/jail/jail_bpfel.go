@@ -201,6 +201,8 @@ type jailRegistration struct {
 	Sealed  uint32
 	KillSeq uint32
 	Clash   uint32
+	Tid     uint32
+	Pad     uint32
 }
 
 type jailRepeat struct {

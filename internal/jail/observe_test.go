@@ -442,3 +442,57 @@ func TestRegistrationUnderMapCalls(t *testing.T) {
 	t.Logf("3 loads of %d rules under map calls: %d registrations asked again, %d programs' runs skipped by the kernel",
 		len(rules), retries, misses)
 }
+
+// TestRegistrationIsThisThreads: the kernel records a rule from the open
+// of the registering thread only. agent-lock's other threads open files
+// meanwhile (its recording, its logs, the user's shell files), and such
+// an open taken for a rule's registers that file under the rule: a grant
+// of it, or a denial moved off what it denies (CI saw a seal fail so: the
+// root's open was seen as an inode no rule named). Threads open a file of
+// their own without pause while the rules are registered: every load
+// must hold, and that file must be no rule.
+func TestRegistrationIsThisThreads(t *testing.T) {
+	cg := newCgroup(t, needObservers(t))
+	root := t.TempDir()
+	var rules []spec.Rule
+	for i := range 40 {
+		p := filepath.Join(root, fmt.Sprintf("granted-%d", i))
+		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, spec.Rule{Path: p, Access: spec.Read, Name: "--allow"})
+	}
+	other := filepath.Join(root, "other")
+	if err := os.WriteFile(other, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 2 * runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			for !stop.Load() {
+				if f, err := os.Open(other); err == nil {
+					f.Close()
+				}
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	for i := range 3 {
+		j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, Rules: rules})
+		if err != nil {
+			t.Fatalf("load %d, another thread opening %s meanwhile: %v", i, other, err)
+		}
+		taken, err := j.RuleOf(other)
+		j.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if taken {
+			t.Fatalf("load %d: another thread's open of %s was registered as a rule", i, other)
+		}
+	}
+}

@@ -22,13 +22,16 @@ int BPF_PROG(task_alloc, struct task_struct *task, unsigned long clone_flags)
 
 /* ---- files -------------------------------------------------------------- */
 
-/* The registration slot, when it names the calling process. */
+/* The registration slot, when it names the calling thread: one of
+ * agent-lock's other threads opening a file meanwhile (its recording, the
+ * user's shell files) must not have that file taken for the rule. */
 static __always_inline struct registration *registering(void)
 {
 	__u32 zero = 0;
 	struct registration *r = bpf_map_lookup_elem(&reg, &zero);
+	__u64 id = bpf_get_current_pid_tgid();
 
-	if (r && r->tgid && r->tgid == (bpf_get_current_pid_tgid() >> 32) && r->flags)
+	if (r && r->tgid && r->tgid == (id >> 32) && r->tid == (__u32)id && r->flags)
 		return r;
 	return 0;
 }

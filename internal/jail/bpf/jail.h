@@ -300,6 +300,9 @@ struct registration {
 	                 * kernels that do not count them) */
 	__u32 clash;   /* the kernel writes 1 when the root's number is already
 	                * another registered inode's (struct rule.inode) */
+	__u32 tid;     /* the registering thread: the process's other threads
+	                * open files of their own meanwhile */
+	__u32 pad;
 };
 
 #endif
