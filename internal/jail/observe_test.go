@@ -400,34 +400,20 @@ func TestObserveInBoundsSampled(t *testing.T) {
 func TestRegistrationUnderMapCalls(t *testing.T) {
 	cg := newCgroup(t, needObservers(t))
 	root := t.TempDir()
-	var rules []spec.Rule
-	for i := range 40 {
-		p := filepath.Join(root, fmt.Sprintf("granted-%d", i))
-		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		rules = append(rules, spec.Rule{Path: p, Access: spec.Read, Name: "--allow"})
-	}
+	rules := grantedFiles(t, root, 40)
 	scratch, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 64, MaxEntries: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer scratch.Close()
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range 2 * runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			v := make([]byte, 64)
-			for n := uint32(0); !stop.Load(); n++ {
-				scratch.Put(n%64, v)
-				scratch.Lookup(n%64, &v)
-			}
-		}()
-	}
-	defer func() { stop.Store(true); wg.Wait() }()
+	defer meanwhile(func() func() {
+		v, n := make([]byte, 64), uint32(0)
+		return func() {
+			scratch.Put(n%64, v)
+			scratch.Lookup(n%64, &v)
+			n++
+		}
+	})()
 
 	retries, misses := 0, uint64(0)
 	for i := range 3 {
@@ -454,33 +440,18 @@ func TestRegistrationUnderMapCalls(t *testing.T) {
 func TestRegistrationIsThisThreads(t *testing.T) {
 	cg := newCgroup(t, needObservers(t))
 	root := t.TempDir()
-	var rules []spec.Rule
-	for i := range 40 {
-		p := filepath.Join(root, fmt.Sprintf("granted-%d", i))
-		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		rules = append(rules, spec.Rule{Path: p, Access: spec.Read, Name: "--allow"})
-	}
+	rules := grantedFiles(t, root, 40)
 	other := filepath.Join(root, "other")
 	if err := os.WriteFile(other, []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range 2 * runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			for !stop.Load() {
-				if f, err := os.Open(other); err == nil {
-					f.Close()
-				}
+	defer meanwhile(func() func() {
+		return func() {
+			if f, err := os.Open(other); err == nil {
+				f.Close()
 			}
-		}()
-	}
-	defer func() { stop.Store(true); wg.Wait() }()
+		}
+	})()
 	for i := range 3 {
 		j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true, Rules: rules})
 		if err != nil {
@@ -495,4 +466,38 @@ func TestRegistrationIsThisThreads(t *testing.T) {
 			t.Fatalf("load %d: another thread's open of %s was registered as a rule", i, other)
 		}
 	}
+}
+
+// grantedFiles makes n files in root, each granted read by a rule of its
+// own.
+func grantedFiles(t *testing.T, root string, n int) []spec.Rule {
+	t.Helper()
+	var rules []spec.Rule
+	for i := range n {
+		p := filepath.Join(root, fmt.Sprintf("granted-%d", i))
+		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, spec.Rule{Path: p, Access: spec.Read, Name: "--allow"})
+	}
+	return rules
+}
+
+// meanwhile runs a step that newStep makes, over and over, on two locked
+// threads per CPU (each its own step), until the returned stop is called.
+func meanwhile(newStep func() func()) (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range 2 * runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			step := newStep()
+			for !done.Load() {
+				step()
+			}
+		}()
+	}
+	return func() { done.Store(true); wg.Wait() }
 }
