@@ -12,8 +12,8 @@ import (
 )
 
 // outsideCommand says, before anything starts, that the command (or
-// interp, the interpreter its #! line names, if any) lies where the cell grants nothing to
-// read, and how to grant it; nil when it lies inside. Started anyway, it
+// interp, the interpreter its #! line names, if any) lies where the cell
+// grants nothing to read, and how to grant it; nil when it lies inside. Started anyway, it
 // would only fail with a bare "permission denied" (an agent installed in
 // /opt, in a version manager's folder no profile knows).
 //
