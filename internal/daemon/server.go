@@ -1,0 +1,344 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Socket options x/sys does not name.
+const (
+	soPeerGroups = 59 // SO_PEERGROUPS, Linux 4.13
+	soPeerPidfd  = 77 // SO_PEERPIDFD, Linux 6.5
+)
+
+// Server starts sessions for the users who ask.
+type Server struct {
+	// Exe is the agent-lock binary a session runs (/proc/self/exe) and
+	// SessionArg the argument that makes it a session for a caller
+	// (Caller, read by ServeSession).
+	Exe, SessionArg string
+	// Version is said to a ping.
+	Version string
+	// InCell says whether a process runs in a cell: a process in one may
+	// not start a session (it would get a cell of its own asking).
+	InCell func(pid int) (bool, error)
+	// PerUser and Total bound the sessions running at once: each loads
+	// programs that run for every process of the machine.
+	PerUser, Total int
+	Log            func(format string, args ...any)
+
+	mu      sync.Mutex
+	running map[uint32]int
+	total   int
+	wg      sync.WaitGroup
+}
+
+// Serve answers ln's clients until ctx ends. Sessions started go on.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		conn, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		s.wg.Go(func() { s.handle(conn) })
+	}
+}
+
+// Wait waits for the connections being answered (not for the sessions).
+func (s *Server) Wait() { s.wg.Wait() }
+
+// peer is who is at the other end of a connection, as the kernel knows it.
+type peer struct {
+	uid, gid uint32
+	groups   []uint32
+	pid      int
+	pidfd    int
+}
+
+func (s *Server) handle(conn *net.UnixConn) {
+	defer conn.Close()
+	refuse := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		writeFrame(conn, Reply{V: Version, Error: msg})
+		if s.Log != nil {
+			s.Log("refused a request: %s", msg)
+		}
+	}
+	p, err := peerOf(conn)
+	if err != nil {
+		refuse("who is asking: %v", err)
+		return
+	}
+	defer unix.Close(p.pidfd)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	body, files, err := readFrame(conn, fdsPerRequest)
+	if err != nil {
+		refuse("the request: %v", err)
+		return
+	}
+	closeFiles := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	defer closeFiles()
+	conn.SetReadDeadline(time.Time{})
+	req, err := DecodeRequest(body)
+	if err != nil {
+		refuse("%v", err)
+		return
+	}
+	// A process of a cell asking for a cell would get one of its own
+	// choosing. Checked after the request came, and the pidfd then
+	// proves the process checked is the one that connected (its number
+	// not reused meanwhile).
+	if in, err := s.InCell(p.pid); in || err != nil {
+		if err == nil {
+			err = errors.New("a process in an agent-lock cell cannot start a session")
+		}
+		refuse("%v", err)
+		return
+	}
+	if err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0); err != nil {
+		refuse("the process that asked is gone")
+		return
+	}
+	if req.Op == OpPing {
+		writeFrame(conn, Reply{V: Version, Version: s.Version})
+		return
+	}
+	if len(files) != fdsPerRequest {
+		refuse("a session request carries %d descriptors (its folder, standard input, output and error), not %d", fdsPerRequest, len(files))
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(files[0].Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		refuse("a session request's first descriptor must be its working folder")
+		return
+	}
+	if !s.take(p.uid) {
+		refuse("too many sessions running (at most %d a user, %d in all): end one first", s.PerUser, s.Total)
+		return
+	}
+	cmd, err := s.start(p, req, files, conn)
+	if err != nil {
+		s.release(p.uid)
+		refuse("start the session: %v", err)
+		return
+	}
+	if s.Log != nil {
+		s.Log("session %d for uid %d (pid %d): %q", cmd.Process.Pid, p.uid, p.pid, req.Args)
+	}
+	go func() {
+		cmd.Wait()
+		s.release(p.uid)
+	}()
+}
+
+func (s *Server) take(uid uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == nil {
+		s.running = map[uint32]int{}
+	}
+	if s.running[uid] >= s.PerUser || s.total >= s.Total {
+		return false
+	}
+	s.running[uid]++
+	s.total++
+	return true
+}
+
+func (s *Server) release(uid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running[uid]--
+	s.total--
+}
+
+// start runs the session's agent-lock for p: root, as sudo would have
+// started it (SUDO_UID, SUDO_GID, SUDO_USER, and a PATH of the system's
+// alone), in the caller's folder, with the caller's streams, the Caller
+// (fd 3), the folder (fd 4) and the connection (fd 5).
+func (s *Server) start(p peer, req Request, files []*os.File, conn *net.UnixConn) (*exec.Cmd, error) {
+	name := strconv.FormatUint(uint64(p.uid), 10)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	} else {
+		return nil, fmt.Errorf("uid %d has no account: %w", p.uid, err)
+	}
+	c := Caller{UID: p.uid, GID: p.gid, Groups: p.groups, Env: req.Env, Pane: req.Op == OpPane}
+	cf, err := c.file()
+	if err != nil {
+		return nil, err
+	}
+	defer cf.Close()
+	cc, err := conn.File()
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	cmd := exec.Command(s.Exe, append([]string{s.SessionArg}, req.Args...)...)
+	cmd.Args[0] = "agent-lock"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[1], files[2], files[3]
+	cmd.ExtraFiles = []*os.File{cf, files[0], cc}
+	cmd.Env = []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"SUDO_UID=" + strconv.FormatUint(uint64(p.uid), 10),
+		"SUDO_GID=" + strconv.FormatUint(uint64(p.gid), 10),
+		"SUDO_USER=" + name,
+	}
+	// A session of its own: the daemon's end, or its group's signals, are
+	// not the session's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd, cmd.Start()
+}
+
+// peerOf is the connection's peer as the kernel recorded it at connect.
+func peerOf(conn *net.UnixConn) (peer, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return peer{}, err
+	}
+	var p peer
+	var perr error
+	raw.Control(func(fd uintptr) {
+		cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err != nil {
+			perr = err
+			return
+		}
+		p.uid, p.gid, p.pid = cred.Uid, cred.Gid, int(cred.Pid)
+		p.groups, perr = peerGroups(int(fd))
+		if perr != nil {
+			return
+		}
+		// The pidfd of the process that connected (Linux 6.5); before,
+		// one opened now, which a number reused since the connect could
+		// mislead: the cell's engine refusing the connect is then the
+		// wall (the BPF LSM refuses it; Landlock from ABI 6 where the
+		// socket is not in a grant).
+		p.pidfd, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd)
+		if err != nil {
+			p.pidfd, err = unix.PidfdOpen(p.pid, 0)
+		}
+		perr = err
+	})
+	return p, perr
+}
+
+// peerGroups are the peer's supplementary groups at connect: the agent
+// gets these, not the user's groups in the user database (a caller that
+// dropped a group keeps it dropped).
+func peerGroups(fd int) ([]uint32, error) {
+	buf := make([]uint32, 256)
+	for {
+		n := uint32(len(buf) * 4)
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, soPeerGroups,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
+		if errno == unix.ERANGE && int(n/4) > len(buf) {
+			buf = make([]uint32, n/4)
+			continue
+		}
+		if errno != 0 {
+			return nil, fmt.Errorf("SO_PEERGROUPS: %w", errno)
+		}
+		return buf[:n/4], nil
+	}
+}
+
+// Caller is what a session's agent-lock is told of who asked: the
+// kernel's account of the peer, and the request's environment.
+type Caller struct {
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups"`
+	Env    []string `json:"env"`
+	Pane   bool     `json:"pane"`
+}
+
+// file is c in a memory file.
+func (c Caller) file() (*os.File, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.MemfdCreate("agent-lock-caller", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "agent-lock-caller")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Listen is the daemon's socket: systemd's, when it started the daemon
+// for its socket unit (LISTEN_FDS), else one made at path, which any
+// local user may connect to (what a request can do is the daemon's to
+// decide, not the socket's mode).
+func Listen(path string) (ln *net.UnixListener, made bool, err error) {
+	if os.Getenv("LISTEN_PID") == strconv.Itoa(os.Getpid()) && os.Getenv("LISTEN_FDS") == "1" {
+		f := os.NewFile(3, "systemd socket")
+		defer f.Close()
+		unix.CloseOnExec(3)
+		l, err := net.FileListener(f)
+		if err != nil {
+			return nil, false, fmt.Errorf("systemd's socket: %w", err)
+		}
+		ul, ok := l.(*net.UnixListener)
+		if !ok {
+			l.Close()
+			return nil, false, errors.New("systemd's socket is not a unix socket")
+		}
+		return ul, false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, false, err
+	}
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, false, fmt.Errorf("a daemon already listens at %s", path)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, false, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		os.Remove(path)
+	}
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, false, err
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, false, err
+	}
+	return ln, true, nil
+}

@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The descriptors a session's agent-lock is started with (Server.start).
+const (
+	callerFD = 3
+	dirFD    = 4
+	connFD   = 5
+)
+
+// Conn is a session's agent-lock's end of its client's connection.
+type Conn struct {
+	c *net.UnixConn
+}
+
+// ServeSession takes what the daemon started this session's agent-lock
+// with: it moves into the caller's folder and returns the caller and the
+// connection. Only root's process can have been started so: as anyone
+// else, the session fails for want of privilege whatever the descriptors.
+func ServeSession() (Caller, *Conn, error) {
+	cf := os.NewFile(callerFD, "caller")
+	defer cf.Close()
+	var c Caller
+	b, err := io.ReadAll(io.NewSectionReader(cf, 0, MaxFrame+1))
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return c, nil, fmt.Errorf("the daemon's account of the caller: %w", err)
+	}
+	dir := os.NewFile(dirFD, "folder")
+	err = unix.Fchdir(int(dir.Fd()))
+	dir.Close()
+	if err != nil {
+		return c, nil, fmt.Errorf("the caller's folder: %w", err)
+	}
+	f := os.NewFile(connFD, "client")
+	defer f.Close()
+	fc, err := net.FileConn(f)
+	if err != nil {
+		return c, nil, fmt.Errorf("the client's connection: %w", err)
+	}
+	uc, ok := fc.(*net.UnixConn)
+	if !ok {
+		fc.Close()
+		return c, nil, errors.New("the client's connection is not a unix socket")
+	}
+	return c, &Conn{c: uc}, nil
+}
+
+// Follow passes the client's signals to signal and calls gone when the
+// client is: its end closed, or it sent what no client sends.
+func (c *Conn) Follow(signal func(syscall.Signal), gone func()) {
+	for {
+		body, _, err := readFrame(c.c, 0)
+		var s Signal
+		if err == nil {
+			err = json.Unmarshal(body, &s)
+		}
+		if err != nil {
+			gone()
+			return
+		}
+		switch sig := syscall.Signal(s.Signal); sig {
+		case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP:
+			signal(sig)
+		}
+	}
+}
+
+// Exit tells the client the session's exit status, its last word.
+func (c *Conn) Exit(code int) {
+	writeFrame(c.c, Reply{V: Version, Exit: &code})
+	c.c.Close()
+}
