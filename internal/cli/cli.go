@@ -30,7 +30,10 @@ const usage = `agent-lock: jail an AI coding agent in one directory, with BPF-LS
 
 Usage:
   sudo agent-lock [flags] [DIR] [-- COMMAND [ARG...]]
+  agent-lock [flags] [DIR] [-- COMMAND [ARG...]]   (with the daemon running)
   sudo agent-lock doctor [--engine E]
+  sudo agent-lock install | uninstall              (the daemon, with systemd)
+  sudo agent-lock daemon [--socket PATH]           (the daemon, in the foreground)
   agent-lock attach [SESSION]
   agent-lock watch [--list] [SESSION]
   agent-lock replay [--fast] FILE
@@ -40,7 +43,7 @@ Usage:
   agent-lock version
 
 DIR defaults to the current directory; COMMAND to your login shell. The agent
-runs as you (the user who ran sudo), with no_new_privs, inside DIR: the kernel
+runs as you (the user who ran sudo, or who asked the daemon), with no_new_privs, inside DIR: the kernel
 lets it read and write DIR and its private TMPDIR, read the system (/usr, /lib*,
 /bin, /sbin, /etc, /sys, its own /proc), and refuses everything else.
 
@@ -137,6 +140,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return watch(ctx, args[1:], os.Stdin, stdout, stderr)
 		case "attach":
 			return attachCmd(ctx, args[1:], stdout, stderr)
+		case "daemon":
+			return daemonCmd(ctx, args[1:], stdout, stderr)
+		case "install", "uninstall":
+			return installCmd(args[1:], args[0] == "uninstall", stdout, stderr)
+		case daemonSessionArg:
+			return daemonSession(ctx, args[1:], stdout, stderr)
 		case paneServerArg:
 			o, err := parse(args[1:])
 			if err != nil {

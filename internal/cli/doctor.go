@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agent-lock/agent-lock/internal/daemon"
 	"github.com/agent-lock/agent-lock/internal/engine/landlockcell"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
@@ -53,6 +54,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "lockdown       %s\n", f.Lockdown)
 	fmt.Fprintf(stdout, "Landlock       %s\n", llABI)
 	fmt.Fprintf(stdout, "cgroup v2      %s\n", orNone(f.Cgroup2))
+	fmt.Fprintf(stdout, "daemon         %s\n", daemonState())
 	for _, n := range f.Notes {
 		fmt.Fprintf(stdout, "note           %s\n", n)
 	}
@@ -95,7 +97,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	advice := f.Advice()
 	if errors.Is(bpfErr, session.ErrNotRoot) {
-		advice = append(advice, "run `sudo agent-lock doctor`: loading BPF programs needs root")
+		advice = append(advice, "run `sudo agent-lock doctor`: loading BPF programs needs root (sessions need no sudo once the daemon runs: sudo agent-lock install)")
 	} else if errors.Is(bpfErr, jail.ErrNotSupported) && f.BPFInLSM && f.BTF {
 		advice = append(advice, "bpf is an active LSM, yet the kernel refused to load or attach an LSM program. "+
 			"Some kernels (hardened or virtualized builds) refuse every program that needs a BPF trampoline "+
@@ -106,6 +108,23 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  - %s\n", a)
 	}
 	return 1
+}
+
+// daemonState says whether agent-lock's daemon answers, and what that means.
+func daemonState() string {
+	sock := daemon.SocketPath()
+	v, err := daemon.Ping(sock)
+	if err != nil {
+		if errors.Is(err, daemon.ErrNoDaemon) {
+			return fmt.Sprintf("not running at %s: sessions need sudo (sudo agent-lock install lets every user run agent-lock as themselves)", sock)
+		}
+		return fmt.Sprintf("at %s: %v", sock, err)
+	}
+	note := ""
+	if v != version() {
+		note = fmt.Sprintf("; this agent-lock is %s: restart the daemon (sudo systemctl restart agent-lock) to run the same", version())
+	}
+	return fmt.Sprintf("listening at %s (agent-lock %s): users run agent-lock without sudo%s", sock, v, note)
 }
 
 func orNone(s string) string {

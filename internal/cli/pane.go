@@ -44,26 +44,19 @@ const paneServerArg = "__pane-server"
 // (a bad flag, a policy error, a note about the cell).
 const readyLine = "\x00agent-lock-pane-ready "
 
-// startPane starts the session's agent-lock with the user's arguments,
-// passes on what it says until its socket is ready, and attaches this
-// terminal to it.
-func startPane(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// startPane starts the session's agent-lock with start, passes on what it
+// says until its socket is ready, and attaches this terminal to it.
+func startPane(ctx context.Context, start paneStarter, stdout, stderr io.Writer, failed func(error) int) int {
 	r, w, err := os.Pipe()
 	if err != nil {
-		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
-		return session.ExitFailed
+		return failed(err)
 	}
-	cmd := exec.Command("/proc/self/exe", append([]string{paneServerArg}, args...)...)
-	cmd.Args[0] = "agent-lock"
-	cmd.Stdout, cmd.Stderr = w, w
-	// A session of its own: the terminal's hangup and keys are not its;
-	// it learns that the terminal closed from the socket.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "agent-lock: start the session: %v\n", err)
-		return session.ExitFailed
-	}
+	wait, err := start(w)
 	w.Close()
+	if err != nil {
+		r.Close()
+		return failed(fmt.Errorf("start the session: %w", err))
+	}
 	// r stays open until this process ends: a late write of the server's
 	// to a pipe nobody holds would kill it (SIGPIPE).
 	br := bufio.NewReader(r)
@@ -77,15 +70,38 @@ func startPane(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		io.WriteString(stderr, line)
 		if err != nil {
 			// It ended before its socket was ready: it said why.
-			cmd.Wait()
-			if code := cmd.ProcessState.ExitCode(); code > 0 {
+			if code := wait(); code > 0 {
 				return code
 			}
 			return session.ExitFailed
 		}
 	}
-	go cmd.Wait()
+	go wait()
 	return attachTo(ctx, sock, stdout, stderr)
+}
+
+// paneStarter starts a one-terminal session's agent-lock, its output and
+// error on w, and returns what waits for its exit status.
+type paneStarter func(w *os.File) (wait func() int, err error)
+
+// ownPane starts the session's agent-lock as this one's child, with the
+// user's arguments args.
+func ownPane(args []string) paneStarter {
+	return func(w *os.File) (func() int, error) {
+		cmd := exec.Command("/proc/self/exe", append([]string{paneServerArg}, args...)...)
+		cmd.Args[0] = "agent-lock"
+		cmd.Stdout, cmd.Stderr = w, w
+		// A session of its own: the terminal's hangup and keys are not
+		// its; it learns that the terminal closed from the socket.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		return func() int {
+			cmd.Wait()
+			return cmd.ProcessState.ExitCode()
+		}, nil
+	}
 }
 
 // attachTo hands this terminal to the session at sock until it gives it back.

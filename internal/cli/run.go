@@ -26,8 +26,14 @@ import (
 // folder; on a terminal, unless --headless, the agent runs in a pane beside
 // the cell's live view (pane.go), run by a session agent-lock of its own.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
+	if os.Geteuid() != 0 && !o.serve {
+		return viaDaemon(ctx, o, stdout, stderr)
+	}
 	if !o.serve && !o.headless && isTerminal(stdout) && isTerminal(os.Stdin) {
-		return startPane(ctx, o.args, stdout, stderr)
+		return startPane(ctx, ownPane(o.args), stdout, stderr, func(err error) int {
+			fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+			return session.ExitFailed
+		})
 	}
 	failed := func(err error) int {
 		fmt.Fprintf(stderr, "agent-lock: %v\n", err)

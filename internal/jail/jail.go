@@ -414,6 +414,12 @@ func Load(cfg Config) (*Jail, error) {
 			if prog.Type() == ebpf.TracePoint {
 				return nil, fmt.Errorf("attach %s to %s: %w", name, sections[name], err)
 			}
+			if errors.Is(err, unix.E2BIG) {
+				// Each session attaches programs of its own, and the
+				// kernel links at most BPF_MAX_TRAMP_LINKS (38 on x86)
+				// to one function: the sessions running hold them all.
+				return nil, fmt.Errorf("attach %s: too many agent-lock sessions run at once (the kernel attaches at most 38 programs to one hook, and each session attaches its own): end one and start this one again: %w", name, err)
+			}
 			return nil, fmt.Errorf("attach %s: %w: %w", name, ErrNotSupported, err)
 		}
 		j.links = append(j.links, l)

@@ -28,11 +28,16 @@ const ancestorsLooked = 4
 
 // baseEnv is the environment the agent starts from (before agentEnv and
 // the filter): the sudo caller's, with agent-lock's own variables over it
-// but PATH, or agent-lock's own when it was not run through sudo. Called
+// but PATH, or agent-lock's own when it was not run through sudo; for a
+// session the daemon started, its client's with the same rule. Called
 // as root: sudo's environment is not its user's to read (it is not
 // dumpable), and so not on a thread acting as the user (asuser).
 func baseEnv() []string {
 	own := os.Environ()
+	if c := daemonCaller; c != nil {
+		// The daemon's request: the client's own environment.
+		return overEnv(c.Env, own)
+	}
 	uid := os.Getenv("SUDO_UID")
 	if os.Geteuid() != 0 || uid == "" {
 		return own

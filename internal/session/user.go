@@ -26,10 +26,28 @@ type Agent struct {
 func (a Agent) ID() asuser.ID { return asuser.ID{UID: a.UID, GID: a.GID, Groups: a.Groups} }
 
 // ErrNotRoot means agent-lock itself lacks the privilege to load programs.
-var ErrNotRoot = errors.New("agent-lock must run as root to load its BPF programs: run it with sudo")
+var ErrNotRoot = errors.New("agent-lock must run as root to load its BPF programs: run it with sudo, or start its daemon (sudo agent-lock install) and run it as yourself")
 
 // ErrRootAgent means the agent would run as root.
 var ErrRootAgent = errors.New("refusing to run the agent as root: run agent-lock with sudo from your own account (or pass --allow-root)")
+
+// Caller is who asked agent-lock's daemon for this session, as the kernel
+// told the daemon (internal/daemon), with the environment the request
+// gave: the user the agent runs as, in place of sudo's SUDO_UID and
+// SUDO_GID, and with the caller's own groups, not the user database's (a
+// caller that dropped a group keeps it dropped).
+type Caller struct {
+	UID, GID uint32
+	Groups   []uint32
+	Env      []string
+}
+
+// daemonCaller is the session's Caller, or nil for a session run by sudo.
+var daemonCaller *Caller
+
+// ServeCaller makes this process's sessions c's: called once, first, by
+// the session's agent-lock the daemon started.
+func ServeCaller(c Caller) { daemonCaller = &c }
 
 // InvokingUser is the user the agent would run as (see invokingUser).
 func InvokingUser(allowRoot bool) (Agent, error) { return invokingUser(os.Getenv, allowRoot) }
@@ -41,6 +59,9 @@ func invokingUser(getenv func(string) string, allowRoot bool) (Agent, error) {
 		return Agent{}, ErrNotRoot
 	}
 	uidS, gidS := getenv("SUDO_UID"), getenv("SUDO_GID")
+	if c := daemonCaller; c != nil {
+		uidS, gidS = strconv.FormatUint(uint64(c.UID), 10), strconv.FormatUint(uint64(c.GID), 10)
+	}
 	if uidS == "" {
 		if !allowRoot {
 			return Agent{}, ErrRootAgent
@@ -66,6 +87,10 @@ func invokingUser(getenv func(string) string, allowRoot bool) (Agent, error) {
 	a.Name, a.Home = u.Username, u.HomeDir
 	if sh := passwdShell("/etc/passwd", uidS); sh != "" {
 		a.Shell = sh
+	}
+	if c := daemonCaller; c != nil {
+		a.Groups = c.Groups
+		return a, nil
 	}
 	gids, err := u.GroupIds()
 	if err != nil {

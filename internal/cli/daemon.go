@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/daemon"
+	"github.com/agent-lock/agent-lock/internal/session"
+)
+
+// Without sudo: a user's agent-lock asks agent-lock's daemon (root, one
+// for the machine) to run the session. The daemon starts the session's
+// agent-lock as sudo would have, for the user the kernel says asked
+// (internal/daemon), and that agent-lock holds the user's connection:
+// headless, it has the user's streams and ends with the client; with a
+// pane, it is the pane's session agent-lock, which this one attaches to as
+// it attaches to its own.
+
+// daemonSessionArg starts a session's agent-lock for the daemon's caller.
+const daemonSessionArg = "__daemon-session"
+
+const daemonUsage = `Usage: agent-lock daemon [--socket PATH] [--per-user N]
+
+Runs agent-lock's daemon in the foreground (as root): every local user may
+then run agent-lock as themselves, without sudo; the daemon starts each
+session for the user who asks (as the kernel tells it), as sudo would.
+sudo agent-lock install sets it up with systemd instead.
+
+  --socket PATH   where to listen (default ` + daemon.DefaultSocket + `)
+  --per-user N    sessions a user may run at once (default 8; 64 in all)
+`
+
+// daemonCmd is `agent-lock daemon`.
+func daemonCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	sock := fs.String("socket", daemon.DefaultSocket, "")
+	perUser := fs.Int("per-user", 8, "")
+	help := fs.Bool("help", false, "")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *perUser < 1 {
+		fmt.Fprintf(stderr, "agent-lock daemon: bad arguments\n%s", daemonUsage)
+		return session.ExitFailed
+	}
+	if *help {
+		fmt.Fprint(stdout, daemonUsage)
+		return 0
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(stderr, "agent-lock daemon: must run as root (it loads the programs): sudo agent-lock daemon, or sudo agent-lock install")
+		return session.ExitFailed
+	}
+	if bin, err := os.Executable(); err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: where is this binary: %v\n", err)
+		return session.ExitFailed
+	} else if err := rootsOnly(bin); err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: %v: it runs as root for every user, so only root may be able to change it (sudo install -m 755 %s /usr/local/bin/agent-lock)\n", err, bin)
+		return session.ExitFailed
+	}
+	// What the daemon inherited (a careless parent's descriptors) must
+	// not reach the sessions it starts, nor their agents.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: close inherited descriptors: %v\n", err)
+		return session.ExitFailed
+	}
+	ln, made, err := daemon.Listen(*sock)
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: %v\n", err)
+		return session.ExitFailed
+	}
+	srv := &daemon.Server{
+		Exe: "/proc/self/exe", SessionArg: daemonSessionArg, Version: version(),
+		InCell: session.InCell, PerUser: *perUser, Total: 64,
+		Log: func(format string, args ...any) { fmt.Fprintf(stderr, "agent-lock daemon: "+format+"\n", args...) },
+	}
+	where := "systemd's socket"
+	if made {
+		where = *sock
+	}
+	fmt.Fprintf(stderr, "agent-lock daemon: listening at %s\n", where)
+	err = srv.Serve(ctx, ln)
+	srv.Wait()
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: %v\n", err)
+		return session.ExitFailed
+	}
+	return 0
+}
+
+// daemonSession is the session's agent-lock the daemon started.
+func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, conn, err := daemon.ServeSession()
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+		return session.ExitFailed
+	}
+	session.ServeCaller(session.Caller{UID: c.UID, GID: c.GID, Groups: c.Groups, Env: c.Env})
+	code := func() int {
+		o, err := parse(args)
+		if err != nil {
+			fmt.Fprintf(stderr, "agent-lock: %v\nRun 'agent-lock --help' for usage.\n", err)
+			return session.ExitFailed
+		}
+		if o.help {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		o.args = args
+		// The client chose: a pane's session lives on its own (it is
+		// detached and attached again); a headless one is the client's,
+		// whose going is the terminal closing.
+		gone := func() {}
+		if c.Pane {
+			o.serve = true
+		} else {
+			o.headless = true
+			gone = func() { syscall.Kill(os.Getpid(), syscall.SIGHUP) }
+		}
+		go conn.Follow(func(sig syscall.Signal) { syscall.Kill(os.Getpid(), sig) }, gone)
+		return run(ctx, o, stdout, stderr)
+	}()
+	conn.Exit(code)
+	return code
+}
+
+// viaDaemon runs the session o asks for through the daemon: agent-lock
+// runs as the user.
+func viaDaemon(ctx context.Context, o options, stdout, stderr io.Writer) int {
+	sock := daemon.SocketPath()
+	failed := func(err error) int {
+		if errors.Is(err, daemon.ErrNoDaemon) {
+			err = fmt.Errorf("%v, and without it agent-lock needs root to load its programs: run it with sudo, or start the daemon once (sudo agent-lock install, or sudo agent-lock daemon)", err)
+		}
+		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+		return session.ExitFailed
+	}
+	dir, err := daemon.OpenDir()
+	if err != nil {
+		return failed(err)
+	}
+	defer dir.Close()
+	if !o.headless && isTerminal(stdout) && isTerminal(os.Stdin) {
+		return startPane(ctx, func(w *os.File) (func() int, error) {
+			devnull, err := os.Open(os.DevNull)
+			if err != nil {
+				return nil, err
+			}
+			defer devnull.Close()
+			s, err := daemon.Start(sock, daemon.OpPane, o.args, os.Environ(), dir, devnull, w, w)
+			if err != nil {
+				return nil, err
+			}
+			return func() int {
+				code, err := s.Wait()
+				if err != nil {
+					return failed(err)
+				}
+				return code
+			}, nil
+		}, stdout, stderr, failed)
+	}
+	s, err := daemon.Start(sock, daemon.OpRun, o.args, os.Environ(), dir, os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		return failed(err)
+	}
+	// The terminal's keys reach this process's group, not the session's:
+	// passed on, as the session's agent-lock passes them to the agent.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			s.Signal(sig.(syscall.Signal))
+		}
+	}()
+	code, err := s.Wait()
+	if err != nil {
+		return failed(err)
+	}
+	return code
+}

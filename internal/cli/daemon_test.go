@@ -1,0 +1,273 @@
+package cli_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent-lock/agent-lock/test/testenv"
+)
+
+// askDaemon speaks the daemon's protocol by hand, as a process of a cell
+// could: it asks for a session that may read argv[2]'s folder and cat it.
+const askDaemon = `import json, os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+req = json.dumps({"v": 1, "op": "run", "env": ["PATH=/usr/bin:/bin"],
+    "args": ["--headless", "--allow", os.path.dirname(sys.argv[2]), ".", "--", "cat", sys.argv[2]]}).encode()
+socket.send_fds(s, [struct.pack(">I", len(req)) + req], [os.open(".", os.O_PATH | os.O_DIRECTORY), 0, 1, 2])
+n = struct.unpack(">I", s.recv(4))[0]
+print("reply:", s.recv(n).decode(), flush=True)
+`
+
+// TestDaemon: with agent-lock's daemon running, the test user runs
+// agent-lock as themselves, no sudo, under each engine: the agent runs as
+// the user with the user's PATH and variables (credentials withheld), the
+// cell refuses and reports a read outside it, and the agent's exit status
+// is the client's. A process of a cell that asks the daemon for a cell of
+// its own choosing gets none (unjailed, the same request reads the
+// secret: the test is real). Killing the client ends its session and
+// everything in it; killing the daemon changes nothing for a running
+// session, which stays confined and still tells its client how it ended.
+// With no daemon, agent-lock says how to start one.
+func TestDaemon(t *testing.T) {
+	bin, engs := lifecycleSetup(t)
+	root, dir := testenv.ProjectDir(t, uid)
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(root, "daemon", "agent-lock.sock")
+	daemon := startDaemon(t, bin, sock)
+
+	secretPath := filepath.Join(root, "secret.txt")
+	os.WriteFile(secretPath, []byte("the-secret-4242\n"), 0o600)
+	os.Chown(secretPath, uid, uid)
+	userBin := filepath.Join(dir, "bin")
+	os.Mkdir(userBin, 0o755)
+	os.WriteFile(filepath.Join(userBin, "myagent"), []byte(`#!/bin/sh
+echo "uid=$(id -u)"; echo "path=$PATH"; echo "setting=$MY_SETTING"; echo "key=$ANTHROPIC_API_KEY"; echo "token=${GITHUB_TOKEN:-none}"
+cat `+secretPath+`
+exit 3
+`), 0o755)
+	os.WriteFile(filepath.Join(dir, "ask.py"), []byte(askDaemon), 0o644)
+	userPath := userBin + ":/usr/local/bin:/usr/bin:/bin"
+	asUser := func(socket string, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + userPath, "HOME=" + u.HomeDir, "AGENT_LOCK_SOCKET=" + socket,
+			"MY_SETTING=hello", "ANTHROPIC_API_KEY=sk-test", "GITHUB_TOKEN=ghp-test"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		return cmd
+	}
+
+	// doctor, as the user, says the daemon answers.
+	if out, _ := asUser(sock, "doctor", "--engine", "landlock").CombinedOutput(); !strings.Contains(string(out), "daemon         listening at "+sock) {
+		t.Errorf("doctor did not see the daemon:\n%s", out)
+	}
+
+	for _, engine := range engs {
+		t.Run(engine, func(t *testing.T) {
+			rep := testenv.ReportPath(t, uid)
+			out, err := asUser(sock, "--headless", "--engine", engine, "--env", "ANTHROPIC_API_KEY", "--report", rep, ".", "--", "myagent").CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+				t.Fatalf("the agent's exit status 3 did not come back (%v):\n%s", err, out)
+			}
+			for _, want := range []string{"uid=4242\n", "path=" + userPath + "\n", "setting=hello\n", "key=sk-test\n", "token=none\n"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("the agent did not print %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(string(out), "the-secret") {
+				t.Errorf("the agent read the secret:\n%s", out)
+			}
+			if r, _ := os.ReadFile(rep); !strings.Contains(string(r), `"path":"`+secretPath+`","verdict":"blocked"`) {
+				t.Errorf("the refused read was not reported:\n%s", r)
+			}
+
+			// Unjailed, the request reads the secret; from the cell it must not.
+			free := exec.Command("/usr/bin/python3", "ask.py", sock, secretPath)
+			free.Dir, free.SysProcAttr = dir, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+			if out, err := free.CombinedOutput(); err != nil || !strings.Contains(string(out), "the-secret") {
+				t.Fatalf("unjailed, the request did not read the secret (%v):\n%s", err, out)
+			}
+			out, _ = asUser(sock, "--headless", "--engine", engine, "--report", "/dev/null", ".", "--", "/usr/bin/python3", "ask.py", sock, secretPath).CombinedOutput()
+			if strings.Contains(string(out), "the-secret") || strings.Contains(string(out), `"exit"`) {
+				t.Errorf("a process of a cell got a session from the daemon:\n%s", out)
+			}
+		})
+	}
+
+	// The client killed: its session ends, and everything in it.
+	client := asUser(sock, "--headless", "--report", "/dev/null", ".", "--", "sh", "-c", "exec sleep 3217")
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, `^sleep 3217`)
+	client.Process.Kill()
+	client.Wait()
+	waitGone(t, `sleep 3217`, 60*time.Second)
+
+	// The daemon killed: the session runs on, confined, and its client
+	// still learns how it ended.
+	client = asUser(sock, "--headless", "--report", "/dev/null", ".", "--", "sh", "-c",
+		"sleep 4.321; cat "+secretPath+"; echo after=$?; exit 5")
+	var outBuf strings.Builder
+	client.Stdout, client.Stderr = &outBuf, &outBuf
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, `^sleep 4.321`)
+	daemon.Process.Kill()
+	daemon.Wait()
+	err = client.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 || !strings.Contains(outBuf.String(), "after=1") || strings.Contains(outBuf.String(), "the-secret") {
+		t.Errorf("after the daemon died, the session did not end confined with its status 5 (%v):\n%s", err, outBuf.String())
+	}
+
+	// No daemon: a clear error.
+	out, err := asUser(filepath.Join(root, "none.sock"), "--headless", ".", "--", "true").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), "sudo agent-lock install") {
+		t.Errorf("with no daemon: %v\n%s", err, out)
+	}
+}
+
+// TestDaemonPane: on a terminal, agent-lock run as the user through the
+// daemon shows the agent in its pane, with the user's environment.
+func TestDaemonPane(t *testing.T) {
+	bin, engs := lifecycleSetup(t)
+	root, dir := testenv.ProjectDir(t, uid)
+	sock := filepath.Join(root, "daemon", "agent-lock.sock")
+	startDaemon(t, bin, sock)
+	tm := newTerm(t, root, fmt.Sprintf("cd %s && env -i PATH=/usr/bin:/bin TERM=xterm-256color MY_SETTING=pane AGENT_LOCK_SOCKET=%s /usr/bin/setpriv --reuid=%d --regid=%d --clear-groups %s --engine %s . -- sh -c 'echo setting=$MY_SETTING uid=$(id -u); sleep 600'; sleep 600",
+		dir, sock, uid, uid, bin, engs[0]))
+	tm.Await("s:w", `setting=pane uid=4242`, waitBound)
+}
+
+// startDaemon runs agent-lock's daemon on sock until the test ends.
+func startDaemon(t *testing.T, bin, sock string) *exec.Cmd {
+	t.Helper()
+	d := exec.Command(bin, "daemon", "--socket", sock)
+	r, err := d.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
+	os.Chmod(filepath.Dir(sock), 0o755)
+	br := bufio.NewReader(r)
+	line, err := br.ReadString('\n')
+	if !strings.Contains(line, "listening at") {
+		t.Fatalf("the daemon did not start (%v): %s", err, line)
+	}
+	var mu sync.Mutex
+	var log strings.Builder
+	go func() {
+		for {
+			l, err := br.ReadString('\n')
+			mu.Lock()
+			log.WriteString(l)
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if t.Failed() {
+			t.Logf("the daemon's log:\n%s", log.String())
+		}
+	})
+	return d
+}
+
+// TestDaemonTwentyCells: twenty sessions through one daemon at once, each
+// with a policy of its own (its own DIR); each reads its own file and
+// reaches for the next one's, and each report holds its own refusal and no
+// other cell's events.
+//
+// Natively, under the Landlock engine: under the BPF LSM each session
+// attaches programs of its own, and the kernel links at most 38 to one
+// hook, so at most 19 sessions run at once (the next is told why), and
+// twenty sessions' start takes minutes under emulation.
+func TestDaemonTwentyCells(t *testing.T) {
+	if os.Getenv("AGENT_LOCK_NATIVE") != "1" {
+		t.Skip("natively only (make native): under the BPF LSM at most 19 sessions run at once")
+	}
+	bin, engs := lifecycleSetup(t)
+	root, _ := testenv.ProjectDir(t, uid)
+	sock := filepath.Join(root, "daemon", "agent-lock.sock")
+	d := exec.Command(bin, "daemon", "--socket", sock, "--per-user", "20")
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if i > 100 {
+			t.Fatal("the daemon did not listen")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	os.Chmod(filepath.Dir(sock), 0o755)
+	const n = 20
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = filepath.Join(root, fmt.Sprintf("cell%02d", i))
+		os.Mkdir(dirs[i], 0o755)
+		os.WriteFile(filepath.Join(dirs[i], "own.txt"), []byte(fmt.Sprintf("own-%02d\n", i)), 0o644)
+		os.Chown(dirs[i], uid, uid)
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	results := make([]chan result, n)
+	reports := make([]string, n)
+	for i := range dirs {
+		results[i] = make(chan result, 1)
+		reports[i] = testenv.ReportPath(t, uid)
+		next := filepath.Join(dirs[(i+1)%n], "own.txt")
+		cmd := exec.Command(bin, "--headless", "--engine", engs[0], "--report", reports[i], ".", "--",
+			"sh", "-c", "cat own.txt; cat "+next+"; sleep 2")
+		cmd.Dir, cmd.Env = dirs[i], []string{"PATH=/usr/bin:/bin", "AGENT_LOCK_SOCKET=" + sock}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		go func() {
+			out, err := cmd.CombinedOutput()
+			results[i] <- result{out, err}
+		}()
+	}
+	for i := range dirs {
+		r := <-results[i]
+		own, next := fmt.Sprintf("own-%02d", i), fmt.Sprintf("own-%02d", (i+1)%n)
+		if r.err != nil || !strings.Contains(string(r.out), own) || strings.Contains(string(r.out), next) {
+			t.Errorf("cell %d (%v):\n%s", i, r.err, r.out)
+			continue
+		}
+		rep, _ := os.ReadFile(reports[i])
+		nextPath := filepath.Join(dirs[(i+1)%n], "own.txt")
+		if !strings.Contains(string(rep), `"path":"`+nextPath+`","verdict":"blocked"`) {
+			t.Errorf("cell %d's report lacks its refusal of %s:\n%s", i, nextPath, rep)
+		}
+		for j := range dirs {
+			if j != i && j != (i+1)%n && strings.Contains(string(rep), dirs[j]+"/") {
+				t.Errorf("cell %d's report names cell %d's files:\n%s", i, j, rep)
+			}
+		}
+	}
+}
