@@ -106,8 +106,13 @@ if [ "$engine" = landlock ]; then
 	# after q, the clean-up after a kill, the one-terminal pane, --headless
 	# on a terminal, the user's environment through sudo), under each
 	# engine doctor proves.
-	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|OneTerminal|ExitWithAgent|HeadlessOnATerminal|ClaudeCodeInThePane|SudoKeeps'
+	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|OneTerminal|ExitWithAgent|HeadlessOnATerminal|ClaudeCodeInThePane|SudoKeeps|Daemon|Install'
 	landlock_runners
+	# The whole adversary suite again, agent-lock run as the user through
+	# its daemon (no sudo): about two minutes natively.
+	if [ "${AGENT_LOCK_NATIVE:-}" = 1 ]; then
+		step "adversary --engine landlock -daemon" .build/adversary -agent-lock .build/agent-lock -engine landlock -daemon
+	fi
 	# The one-terminal pane's benchmark at toy sizes (natively: it needs
 	# no BPF LSM and its numbers are the host's): it must keep working.
 	if [ "${AGENT_LOCK_NATIVE:-}" = 1 ]; then
@@ -148,16 +153,32 @@ fi
 # terminal, q) are agent-lock's own conduct at a terminal more than the
 # kernel's: under the BPF LSM they run in the guests named in TERMINAL_ON
 # (forky), about four minutes under emulation, and natively under Landlock.
-terminal_tests='^(TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSummaryAfterQIsTheRecordings|TestLiveDashboardAndWatch|TestOneTerminal|TestExitWithAgent|TestHeadlessOnATerminal|TestClaudeCodeInThePane)$'
+terminal_tests='TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSummaryAfterQIsTheRecordings|TestLiveDashboardAndWatch|TestOneTerminal|TestExitWithAgent|TestHeadlessOnATerminal|TestClaudeCodeInThePane|TestDaemonPane'
+# The daemon's tests (sessions without sudo, under each engine: about two
+# minutes a guest) and its part of the adversary suite (below) run in the
+# guests named in DAEMON_ON (6.1, the oldest, where the daemon knows its
+# caller by a pidfd it opens, not the kernel's SO_PEERPIDFD), and natively
+# under Landlock.
+daemon_tests='TestDaemon|TestDaemonSocketActivation'
 # on LIST: whether this guest is one of LIST's (AGENT_LOCK_KERNEL).
 on() {
 	case " $1 " in *" ${AGENT_LOCK_KERNEL:-} "*) return 0 ;; esac
 	return 1
 }
 for bin in "${bins[@]}"; do
-	if [[ $bin == */cli.test ]] && ! on "${TERMINAL_ON:-forky}"; then
-		echo "guest-suite: the terminal's tests run on: ${TERMINAL_ON:-forky} (and natively)"
-		step "${bin#.build/tests/} (without the terminal's)" run_test_binary "$bin" -test.skip "$terminal_tests"
+	cli_skip=()
+	if [[ $bin == */cli.test ]]; then
+		if ! on "${TERMINAL_ON:-forky}"; then
+			echo "guest-suite: the terminal's tests run on: ${TERMINAL_ON:-forky} (and natively)"
+			cli_skip+=("$terminal_tests")
+		fi
+		if ! on "${DAEMON_ON:-bookworm}"; then
+			echo "guest-suite: the daemon's tests run on: ${DAEMON_ON:-bookworm} (and natively)"
+			cli_skip+=("$daemon_tests")
+		fi
+	fi
+	if [ "${#cli_skip[@]}" -gt 0 ]; then
+		step "${bin#.build/tests/} (some tests run elsewhere)" run_test_binary "$bin" -test.timeout=25m -test.skip "^($(IFS='|'; echo "${cli_skip[*]}"))\$"
 	else
 		# A bound against a hang only: where the terminal's tests run
 		# (both engines each) cli.test takes longer than ten minutes.
@@ -213,6 +234,12 @@ for runner in adversary realwork; do
 		step "$runner" ".build/$runner" -agent-lock .build/agent-lock "${adversary_args[@]}"
 	fi
 done
+
+# agent-lock's conduct as root and a session's life, agent-lock run as the
+# user through its daemon (no sudo), where the daemon's tests run.
+if on "${DAEMON_ON:-bookworm}" && [ -x .build/adversary ]; then
+	step "adversary -daemon" .build/adversary -agent-lock .build/agent-lock -daemon -run "${ADVERSARY_DAEMON:-supervisor|lifetime}"
+fi
 
 # Real agents (test/realagents: Claude Code, Codex and Gemini CLI from
 # `make agents`, driven through a scripted session by a stand-in model

@@ -63,6 +63,7 @@ func run() int {
 		list         = flag.Bool("list", false, "list the techniques and exit")
 		timeout      = flag.Duration("timeout", 30*time.Second, "time limit of each run")
 		baselineOnly = flag.Bool("baseline-only", false, "run only the unjailed baselines (on a machine that cannot load the jail)")
+		viaDaemon    = flag.Bool("daemon", false, "run agent-lock as the user, through an agent-lock daemon the suite starts (no sudo)")
 		llAudit      = flag.Bool("landlock-audit", false, "with -engine landlock (ABI 7+): turn the host's audit on for the run (and back off), and hold the engine to reporting what Landlock's audit records cover")
 	)
 	flag.Usage = func() {
@@ -108,6 +109,14 @@ func run() int {
 			return 2
 		}
 		defer undo()
+	}
+	if *viaDaemon && !s.baselineOnly {
+		stop, err := testenv.StartDaemon(s.run, s.fix.Work)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "adversary: -daemon:", err)
+			return 2
+		}
+		defer stop()
 	}
 	s.verbose = *verbose
 	s.run.Timeout = *timeout
@@ -331,7 +340,7 @@ func (s *suite) once(ctx context.Context, t *Technique, jailed bool) *outcome {
 			flags = append(flags, f.expand(a))
 		}
 		p.Argv = s.run.JailArgv(f.dir(t), report, argv, flags...)
-		p.Env = s.run.RootEnv()
+		s.run.Jailer(&p)
 		p.Timeout = s.run.JailTimeout()
 	}
 	if t.TTY {

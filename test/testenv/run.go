@@ -31,6 +31,10 @@ type Runner struct {
 	// Overhead is added to the timeout of jailed runs: agent-lock's own
 	// start (loading and verifying its programs) is slow under emulation.
 	Overhead time.Duration
+	// Daemon is agent-lock's daemon's socket: jailed runs are then the
+	// user's own agent-lock, which asks it (no sudo); else agent-lock
+	// runs as root, as sudo would start it.
+	Daemon string
 
 	n int
 }
@@ -104,6 +108,18 @@ func (r *Runner) NextReport() string {
 	return p
 }
 
+// Jailer sets p to start agent-lock as the suite does: as root with
+// sudo's environment (and extra), or as the user asking the daemon, with
+// the user's (and extra).
+func (r *Runner) Jailer(p *Proc, extra ...string) {
+	if r.Daemon == "" {
+		p.Env, p.AsUser = r.RootEnv(extra...), false
+		return
+	}
+	p.Env = append(r.UserEnv(os.TempDir(), extra...), "AGENT_LOCK_SOCKET="+r.Daemon)
+	p.AsUser = true
+}
+
 // JailArgv is the agent-lock command line that runs argv in dir, with
 // agent-lock's flags when given.
 func (r *Runner) JailArgv(dir, report string, argv []string, flags ...string) []string {
@@ -122,10 +138,12 @@ func (r *Runner) Unjailed(ctx context.Context, argv []string, dir, tmpdir string
 }
 
 // Jailed runs argv under agent-lock (as root, which drops to the test
-// user) and reads the report.
+// user, or through the daemon) and reads the report.
 func (r *Runner) Jailed(ctx context.Context, argv []string, dir string, extraEnv ...string) Result {
 	report := r.NextReport()
-	res := r.Run(ctx, Proc{Argv: r.JailArgv(dir, report, argv), Dir: dir, Env: r.RootEnv(extraEnv...), Timeout: r.JailTimeout()})
+	p := Proc{Argv: r.JailArgv(dir, report, argv), Dir: dir, Timeout: r.JailTimeout()}
+	r.Jailer(&p, extraEnv...)
+	res := r.Run(ctx, p)
 	r.ReadReport(&res, report)
 	return res
 }
