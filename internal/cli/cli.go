@@ -13,6 +13,8 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/netcell"
@@ -225,6 +227,10 @@ type options struct {
 	// serve says this is it (paneServerArg).
 	args  []string
 	serve bool
+	// ownTerminal says that standard input is a terminal of the
+	// session's own, to be the agent's controlling terminal: the one a
+	// headless client of the daemon relays (daemon.go).
+	ownTerminal bool
 	// allowNet are the --allow-net values; netRules the rules they and
 	// the policy files grant (files first); net is --net, or the policy
 	// files' net, and netFrom says which set it.
@@ -360,8 +366,10 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	// A terminal answers for its settings; /dev/null, a character
+	// device too, does not.
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func version() string {

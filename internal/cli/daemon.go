@@ -10,7 +10,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/charmbracelet/x/term"
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/daemon"
@@ -122,6 +125,7 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 			o.serve = true
 		} else {
 			o.headless = true
+			o.ownTerminal = isTerminal(os.Stdin)
 			gone = func() { syscall.Kill(os.Getpid(), syscall.SIGHUP) }
 		}
 		go conn.Follow(func(sig syscall.Signal) { syscall.Kill(os.Getpid(), sig) }, gone)
@@ -167,7 +171,24 @@ func viaDaemon(ctx context.Context, o options, stdout, stderr io.Writer) int {
 			}, nil
 		}, stdout, stderr, failed)
 	}
-	s, err := daemon.Start(sock, daemon.OpRun, o.args, os.Environ(), dir, os.Stdin, os.Stdout, os.Stderr)
+	// On a terminal the agent gets one of its own, relayed to this one:
+	// the session's agent-lock is not in this terminal's session, and
+	// only a terminal no session holds can be the agent's controlling
+	// terminal (job control, ^C from the keyboard, /dev/tty).
+	in, out, errf := os.Stdin, os.Stdout, os.Stderr
+	var rl *relay
+	if isTerminal(os.Stdin) && isTerminal(stdout) {
+		if rl, err = newRelay(); err != nil {
+			return failed(err)
+		}
+		defer rl.close()
+		in, out, errf = rl.slave, rl.slave, rl.slave
+	}
+	s, err := daemon.Start(sock, daemon.OpRun, o.args, os.Environ(), dir, in, out, errf)
+	if rl != nil {
+		// The session holds it now; its end is the relay's.
+		rl.slave.Close()
+	}
 	if err != nil {
 		return failed(err)
 	}
@@ -182,8 +203,65 @@ func viaDaemon(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		}
 	}()
 	code, err := s.Wait()
+	if rl != nil {
+		rl.drain()
+	}
 	if err != nil {
 		return failed(err)
 	}
 	return code
+}
+
+// relay is a pseudo-terminal whose other end is this one's: what is typed
+// here goes to it (raw: its own line discipline does the editing, the
+// echo and ^C), what it writes comes here, and its size follows this
+// terminal's.
+type relay struct {
+	master, slave *os.File
+	state         *term.State
+	written       chan struct{}
+	winch         chan os.Signal
+}
+
+func newRelay() (*relay, error) {
+	master, slave, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("a terminal for the agent: %w", err)
+	}
+	pty.InheritSize(os.Stdin, master)
+	state, err := term.MakeRaw(os.Stdin.Fd())
+	if err != nil {
+		master.Close()
+		slave.Close()
+		return nil, fmt.Errorf("this terminal: %w", err)
+	}
+	r := &relay{master: master, slave: slave, state: state, written: make(chan struct{}), winch: make(chan os.Signal, 1)}
+	go io.Copy(master, os.Stdin)
+	go func() {
+		io.Copy(os.Stdout, master)
+		close(r.written)
+	}()
+	signal.Notify(r.winch, syscall.SIGWINCH)
+	go func() {
+		for range r.winch {
+			pty.InheritSize(os.Stdin, master)
+		}
+	}()
+	return r, nil
+}
+
+// drain waits, briefly, for the last of what the session wrote: its
+// summary comes just before its exit status.
+func (r *relay) drain() {
+	select {
+	case <-r.written:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// close gives this terminal back as it was.
+func (r *relay) close() {
+	signal.Stop(r.winch)
+	term.Restore(os.Stdin.Fd(), r.state)
+	r.master.Close()
 }

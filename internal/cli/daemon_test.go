@@ -142,15 +142,33 @@ exit 3
 }
 
 // TestDaemonPane: on a terminal, agent-lock run as the user through the
-// daemon shows the agent in its pane, with the user's environment.
+// daemon shows the agent in its pane, with the user's environment; with
+// --headless the agent has a terminal as under sudo: a shell there has job
+// control, ^C interrupts its command, and its exit status is the client's.
 func TestDaemonPane(t *testing.T) {
 	bin, engs := lifecycleSetup(t)
 	root, dir := testenv.ProjectDir(t, uid)
 	sock := filepath.Join(root, "daemon", "agent-lock.sock")
 	startDaemon(t, bin, sock)
-	tm := newTerm(t, root, fmt.Sprintf("cd %s && env -i PATH=/usr/bin:/bin TERM=xterm-256color MY_SETTING=pane AGENT_LOCK_SOCKET=%s /usr/bin/setpriv --reuid=%d --regid=%d --clear-groups %s --engine %s . -- sh -c 'echo setting=$MY_SETTING uid=$(id -u); sleep 600'; sleep 600",
-		dir, sock, uid, uid, bin, engs[0]))
+	asUser := fmt.Sprintf("cd %s && env -i PATH=/usr/bin:/bin TERM=xterm-256color MY_SETTING=pane AGENT_LOCK_SOCKET=%s /usr/bin/setpriv --reuid=%d --regid=%d --clear-groups %s --engine %s",
+		dir, sock, uid, uid, bin, engs[0])
+	tm := newTerm(t, root, asUser+" . -- sh -c 'echo setting=$MY_SETTING uid=$(id -u); sleep 600'; sleep 600")
 	tm.Await("s:w", `setting=pane uid=4242`, waitBound)
+
+	os.Mkdir(filepath.Join(root, "headless"), 0o755)
+	tm = newTerm(t, filepath.Join(root, "headless"), asUser+" --headless --report /dev/null . -- bash --norc -i; echo client-exit=$?; sleep 600")
+	tm.Await("s:w", `bash-[0-9.]+\$`, waitBound)
+	tm.Do("send-keys", "-t", "s:w", "sleep 3219", "Enter")
+	waitRunning(t, `^sleep 3219`, tm)
+	tm.Do("send-keys", "-t", "s:w", "C-c")
+	waitGone(t, `^sleep 3219`, 30*time.Second)
+	tm.Do("send-keys", "-t", "s:w", "sleep 3221 &", "Enter", "jobs", "Enter")
+	tm.Await("s:w", `Running +sleep 3221`, waitBound)
+	tm.Do("send-keys", "-t", "s:w", "exit 4", "Enter")
+	s := tm.Await("s:w", `client-exit=\d+`, waitBound)
+	if !strings.Contains(s, "client-exit=4") || strings.Contains(s, "no job control") {
+		t.Errorf("the headless shell through the daemon:\n%s", s)
+	}
 }
 
 // startDaemon runs agent-lock's daemon on sock until the test ends.

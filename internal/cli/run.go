@@ -77,6 +77,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	writers := []report.Writer{report.NewJSON(recFile)}
 
 	opts := o.session(dir, agent, recDir)
+	if o.ownTerminal {
+		opts.Terminal = os.Stdin
+	}
 	if o.reportPath != "" {
 		// Where the agent may write decides where the report is kept
 		// while the session runs.
