@@ -214,8 +214,12 @@ func readFrame(c *net.UnixConn, maxFDs int) ([]byte, []*os.File, error) {
 	if size == 0 || size > MaxFrame {
 		return fail(fmt.Errorf("a frame of %d bytes: at most %d", size, MaxFrame))
 	}
-	body := make([]byte, size)
-	if _, err := io.ReadFull(c, body); err != nil {
+	// Read as it comes, not allocated as claimed: a claim costs nothing.
+	body, err := io.ReadAll(io.LimitReader(c, int64(size)))
+	if err == nil && len(body) < int(size) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return fail(fmt.Errorf("a frame of %d bytes: %w", size, err))
 	}
 	return body, files, nil

@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,27 +43,53 @@ type Server struct {
 	PerUser, Total int
 	Log            func(format string, args ...any)
 
-	mu      sync.Mutex
-	running map[uint32]int
-	total   int
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	reading  map[uint32]int
+	starting sync.Mutex
+	wg       sync.WaitGroup
+	// asking bounds the connections not yet answered: each holds a
+	// goroutine, descriptors and up to a frame, for up to askTimeout.
+	asking chan struct{}
 }
+
+// Bounds on the connections being read: in all, and a user's.
+const (
+	maxAsking     = 64
+	maxAskingUser = 8
+	askTimeout    = 10 * time.Second
+)
 
 // Serve answers ln's clients until ctx ends. Sessions started go on.
 func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	s.asking = make(chan struct{}, maxAsking)
 	for {
 		conn, err := ln.AcceptUnix()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			// Out of descriptors or memory, or a client gone before
+			// its accept: passing, whoever caused it; the daemon goes on.
+			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) ||
+				errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.EINTR) {
+				if s.Log != nil {
+					s.Log("accept: %v", err)
+				}
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
 			return err
+		}
+		select {
+		case s.asking <- struct{}{}:
+		default:
+			// As many connections wait to be read as the daemon takes:
+			// this one is refused at once, not queued.
+			writeFrame(conn, Reply{V: Version, Error: "the daemon is busy: try again"})
+			conn.Close()
+			continue
 		}
 		s.wg.Go(func() { s.handle(conn) })
 	}
@@ -80,6 +108,14 @@ type peer struct {
 
 func (s *Server) handle(conn *net.UnixConn) {
 	defer conn.Close()
+	asked := true
+	answered := func() {
+		if asked {
+			asked = false
+			<-s.asking
+		}
+	}
+	defer answered()
 	refuse := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
@@ -94,8 +130,18 @@ func (s *Server) handle(conn *net.UnixConn) {
 		return
 	}
 	defer unix.Close(p.pidfd)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if p.uid == 0 {
+		refuse("root runs agent-lock itself: the daemon is for users")
+		return
+	}
+	if !s.ask(p.uid) {
+		refuse("too many of your requests are waiting to be read")
+		return
+	}
+	conn.SetReadDeadline(time.Now().Add(askTimeout))
 	body, files, err := readFrame(conn, fdsPerRequest)
+	s.asked(p.uid)
+	answered()
 	if err != nil {
 		refuse("the request: %v", err)
 		return
@@ -140,44 +186,81 @@ func (s *Server) handle(conn *net.UnixConn) {
 		refuse("a session request's first descriptor must be its working folder")
 		return
 	}
-	if !s.take(p.uid) {
-		refuse("too many sessions running (at most %d a user, %d in all): end one first", s.PerUser, s.Total)
+	// Counted from the processes running, not from what this daemon
+	// started: a daemon restarted since still counts the sessions
+	// before it. Counted and started under one lock, so that two
+	// requests cannot both take the last place.
+	s.starting.Lock()
+	mine, all := s.sessions(p.uid)
+	if mine >= s.PerUser || all >= s.Total {
+		s.starting.Unlock()
+		refuse("too many sessions running (%d of yours, %d in all; at most %d a user, %d in all): end one first", mine, all, s.PerUser, s.Total)
 		return
 	}
 	cmd, err := s.start(p, req, files, conn)
+	s.starting.Unlock()
 	if err != nil {
-		s.release(p.uid)
 		refuse("start the session: %v", err)
 		return
 	}
 	if s.Log != nil {
 		s.Log("session %d for uid %d (pid %d): %q", cmd.Process.Pid, p.uid, p.pid, req.Args)
 	}
-	go func() {
-		cmd.Wait()
-		s.release(p.uid)
-	}()
+	go cmd.Wait()
 }
 
-func (s *Server) take(uid uint32) bool {
+// sessions counts the sessions' agent-lock processes a daemon started
+// (this one or an earlier one) that run now: uid's, and all.
+func (s *Server) sessions(uid uint32) (mine, all int) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, 0
+	}
+	want := "SUDO_UID=" + strconv.FormatUint(uint64(uid), 10)
+	for _, e := range ents {
+		if c := e.Name()[0]; c < '0' || c > '9' {
+			continue
+		}
+		// Root's alone: a user's process may name itself anything.
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name(), &st) != nil || st.Uid != 0 {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) < 2 || args[1] != s.SessionArg {
+			continue
+		}
+		all++
+		environ, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if slices.Contains(strings.Split(string(environ), "\x00"), want) {
+			mine++
+		}
+	}
+	return mine, all
+}
+
+// ask counts a request of uid's being read; asked ends it.
+func (s *Server) ask(uid uint32) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running == nil {
-		s.running = map[uint32]int{}
+	if s.reading == nil {
+		s.reading = map[uint32]int{}
 	}
-	if s.running[uid] >= s.PerUser || s.total >= s.Total {
+	if s.reading[uid] >= maxAskingUser {
 		return false
 	}
-	s.running[uid]++
-	s.total++
+	s.reading[uid]++
 	return true
 }
 
-func (s *Server) release(uid uint32) {
+func (s *Server) asked(uid uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.running[uid]--
-	s.total--
+	s.reading[uid]--
 }
 
 // start runs the session's agent-lock for p: root, as sudo would have
@@ -237,13 +320,13 @@ func peerOf(conn *net.UnixConn) (peer, error) {
 		if perr != nil {
 			return
 		}
-		// The pidfd of the process that connected (Linux 6.5); before,
-		// one opened now, which a number reused since the connect could
-		// mislead: the cell's engine refusing the connect is then the
-		// wall (the BPF LSM refuses it; Landlock from ABI 6 where the
-		// socket is not in a grant).
+		// The pidfd of the process that connected (Linux 6.5): it fails
+		// once that process is gone. Only a kernel without it gets one
+		// opened now, which a number reused since the connect could
+		// mislead (the pid space must wrap meanwhile); there the BPF LSM
+		// refuses a cell's connect itself.
 		p.pidfd, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd)
-		if err != nil {
+		if errors.Is(err, unix.ENOPROTOOPT) {
 			p.pidfd, err = unix.PidfdOpen(p.pid, 0)
 		}
 		perr = err
