@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,7 +33,7 @@ import (
 // daemonSessionArg starts a session's agent-lock for the daemon's caller.
 const daemonSessionArg = "__daemon-session"
 
-const daemonUsage = `Usage: agent-lock daemon [--socket PATH] [--per-user N]
+const daemonUsage = `Usage: agent-lock daemon [--socket PATH] [--per-user N] [--total N]
 
 Runs agent-lock's daemon in the foreground (as root): every local user may
 then run agent-lock as themselves, without sudo; the daemon starts each
@@ -39,7 +41,10 @@ session for the user who asks (as the kernel tells it), as sudo would.
 sudo agent-lock install sets it up with systemd instead.
 
   --socket PATH   where to listen (default ` + daemon.DefaultSocket + `)
-  --per-user N    sessions a user may run at once (default 8; 64 in all)
+  --per-user N    sessions a user may run at once (default 8)
+  --total N       sessions the daemon runs at once (default 16: under the
+                  BPF LSM each session attaches programs of its own, and
+                  the kernel takes at most 38 on one hook)
 `
 
 // daemonCmd is `agent-lock daemon`.
@@ -48,8 +53,9 @@ func daemonCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(io.Discard)
 	sock := fs.String("socket", daemon.DefaultSocket, "")
 	perUser := fs.Int("per-user", 8, "")
+	total := fs.Int("total", 16, "")
 	help := fs.Bool("help", false, "")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *perUser < 1 {
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *perUser < 1 || *total < 1 {
 		fmt.Fprintf(stderr, "agent-lock daemon: bad arguments\n%s", daemonUsage)
 		return session.ExitFailed
 	}
@@ -81,7 +87,7 @@ func daemonCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	srv := &daemon.Server{
 		Exe: "/proc/self/exe", SessionArg: daemonSessionArg, Version: version(),
-		InCell: session.InCell, PerUser: *perUser, Total: 64,
+		InCell: session.InCell, PerUser: *perUser, Total: *total,
 		Log: func(format string, args ...any) { fmt.Fprintf(stderr, "agent-lock daemon: "+format+"\n", args...) },
 	}
 	where := "systemd's socket"
@@ -106,6 +112,10 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return session.ExitFailed
 	}
 	session.ServeCaller(session.Caller{UID: c.UID, GID: c.GID, Groups: c.Groups, Env: c.Env})
+	// The client's ^C and ^\ are the agent's: until it runs (and the
+	// session passes them on), they must not end this process half way
+	// through making the cell.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGQUIT)
 	code := func() int {
 		o, err := parse(args)
 		if err != nil {
@@ -125,7 +135,7 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 			o.serve = true
 		} else {
 			o.headless = true
-			o.ownTerminal = isTerminal(os.Stdin)
+			o.ownTerminal = freeTerminal(os.Stdin)
 			gone = func() { syscall.Kill(os.Getpid(), syscall.SIGHUP) }
 		}
 		go conn.Follow(func(sig syscall.Signal) { syscall.Kill(os.Getpid(), sig) }, gone)
@@ -133,6 +143,46 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}()
 	conn.Exit(code)
 	return code
+}
+
+// freeTerminal says whether f is a terminal that no session holds as its
+// controlling one (the client's relay): only such a terminal becomes the
+// agent's. Taking one a session holds would take it from that session's
+// processes (the user's shell, or another user's on a terminal passed
+// along), which the Landlock engine's first process, holding
+// CAP_SYS_ADMIN, could.
+//
+// The kernel answers TIOCGSID only to the terminal's own session, so the
+// processes are asked instead: a terminal is held when one of them has it
+// as its controlling terminal (stat's tty_nr).
+func freeTerminal(f *os.File) bool {
+	if !isTerminal(f) {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return false
+	}
+	// tty_nr's encoding: minor's low 8 bits, major, minor's high bits.
+	major, minor := unix.Major(st.Rdev), unix.Minor(st.Rdev)
+	ttyNr := strconv.FormatUint(uint64(minor&0xff|major<<8|(minor&^0xff)<<12), 10)
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// After the command's name, which may hold anything: state,
+		// ppid, pgrp, session, tty_nr.
+		i := strings.LastIndexByte(string(b), ')')
+		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 4 && f[4] == ttyNr {
+			return false
+		}
+	}
+	return true
 }
 
 // viaDaemon runs the session o asks for through the daemon: agent-lock

@@ -3,10 +3,13 @@ package cli_test
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,6 +172,17 @@ func TestDaemonPane(t *testing.T) {
 	if !strings.Contains(s, "client-exit=4") || strings.Contains(s, "no job control") {
 		t.Errorf("the headless shell through the daemon:\n%s", s)
 	}
+
+	// Output to a pipe: the terminal the agent gets as its input is the
+	// shell's, which must keep it (a session taking it as its agent's
+	// controlling terminal would take it from the shell).
+	os.Mkdir(filepath.Join(root, "piped"), 0o755)
+	tm = newTerm(t, filepath.Join(root, "piped"), "bash --norc -i")
+	tm.Do("send-keys", "-t", "s:w", asUser+" --headless --report /dev/null . -- sh -c 'echo piped-$((6*7))' | cat; echo shell-tty=$(ps -o tty= -p $$)", "Enter")
+	s = tm.Await("s:w", `(?m)^shell-tty=(pts/\d+|\?)\s*$`, waitBound)
+	if !strings.Contains(s, "piped-42") || !regexp.MustCompile(`shell-tty=pts/\d+`).MatchString(s) {
+		t.Errorf("a session's input the shell's terminal:\n%s", s)
+	}
 }
 
 // startDaemon runs agent-lock's daemon on sock until the test ends.
@@ -228,7 +242,7 @@ func TestDaemonTwentyCells(t *testing.T) {
 	bin, engs := lifecycleSetup(t)
 	root, _ := testenv.ProjectDir(t, uid)
 	sock := filepath.Join(root, "daemon", "agent-lock.sock")
-	d := exec.Command(bin, "daemon", "--socket", sock, "--per-user", "20")
+	d := exec.Command(bin, "daemon", "--socket", sock, "--per-user", "20", "--total", "20")
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +301,121 @@ func TestDaemonTwentyCells(t *testing.T) {
 				t.Errorf("cell %d's report names cell %d's files:\n%s", i, j, rep)
 			}
 		}
+	}
+}
+
+// holdConnections opens n connections to the daemon as the test user and
+// holds them, a frame's length sent and nothing more, until its standard
+// input closes.
+const holdConnections = `import socket, struct, sys
+held = []
+for i in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(sys.argv[1])
+        s.send(struct.pack(">I", 1 << 20))
+    except OSError:
+        pass
+    held.append(s)
+print("held", flush=True)
+sys.stdin.read()
+`
+
+// TestDaemonLimits: the daemon outlasts a user who floods it (connections
+// that never finish, past its descriptors), refuses root, counts the
+// sessions running when it restarts as its own (a restart is no way
+// around the bound), and says the same of a folder the user cannot reach
+// as of one that does not exist.
+func TestDaemonLimits(t *testing.T) {
+	bin, engs := lifecycleSetup(t)
+	root, dir := testenv.ProjectDir(t, uid)
+	sock := filepath.Join(root, "daemon", "agent-lock.sock")
+	os.MkdirAll(filepath.Dir(sock), 0o755)
+	start := func() *exec.Cmd {
+		// 512 descriptors, which a flood of 700 connections held would
+		// use up, were each one held.
+		d := exec.Command("prlimit", "--nofile=512:512", bin, "daemon", "--socket", sock, "--per-user", "1")
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Process.Kill(); d.Wait() })
+		for i := 0; ; i++ {
+			if c, err := net.Dial("unix", sock); err == nil {
+				c.Close()
+				return d
+			}
+			if i > 100 {
+				t.Fatal("the daemon did not listen")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	asUser := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, []string{"PATH=/usr/bin:/bin", "AGENT_LOCK_SOCKET=" + sock}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		return cmd
+	}
+	d := start()
+
+	flood := asUser("/usr/bin/python3", "-c", holdConnections, sock, "700")
+	in, _ := flood.StdinPipe()
+	out, _ := flood.StdoutPipe()
+	if err := flood.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := bufio.NewReader(out).ReadString('\n'); l != "held\n" {
+		t.Fatalf("the flood: %q %v", l, err)
+	}
+	in.Close()
+	flood.Wait()
+	if got, err := asUser(bin, "--headless", "--engine", engs[0], "--report", "/dev/null", ".", "--", "echo", "after-the-flood").CombinedOutput(); err != nil || !strings.Contains(string(got), "after-the-flood") {
+		t.Fatalf("after a flood the daemon did not start a session (%v):\n%s", err, got)
+	}
+
+	// Root is refused: it runs agent-lock itself.
+	if c, err := net.Dial("unix", sock); err != nil {
+		t.Error(err)
+	} else {
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if !strings.Contains(string(got), "root runs agent-lock itself") {
+			t.Errorf("root's request: %q", got)
+		}
+	}
+
+	// One session a user: the second is refused, by a restarted daemon too.
+	long := asUser(bin, "--headless", "--engine", engs[0], "--report", "/dev/null", ".", "--", "sleep", "3223")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { long.Process.Kill(); long.Wait() }()
+	waitRunning(t, `^sleep 3223`)
+	second := func() string {
+		got, _ := asUser(bin, "--headless", "--report", "/dev/null", ".", "--", "true").CombinedOutput()
+		return string(got)
+	}
+	if got := second(); !strings.Contains(got, "too many sessions running (1 of yours") {
+		t.Errorf("a second session beside the first:\n%s", got)
+	}
+	d.Process.Kill()
+	d.Wait()
+	os.Remove(sock)
+	start()
+	if got := second(); !strings.Contains(got, "too many sessions running (1 of yours") {
+		t.Errorf("a second session, the daemon restarted:\n%s", got)
+	}
+	long.Process.Kill()
+	long.Wait()
+	waitGone(t, `sleep 3223`, 60*time.Second)
+
+	// A folder the user may not reach reads as one that does not exist.
+	hidden := filepath.Join(root, "private")
+	os.MkdirAll(filepath.Join(hidden, "there"), 0o700)
+	a, _ := asUser(bin, "--headless", filepath.Join(hidden, "there"), "--", "true").CombinedOutput()
+	b, _ := asUser(bin, "--headless", filepath.Join(hidden, "nowhere"), "--", "true").CombinedOutput()
+	if strings.ReplaceAll(string(a), "there", "X") != strings.ReplaceAll(string(b), "nowhere", "X") || !strings.Contains(string(a), "does not exist") {
+		t.Errorf("a folder the user cannot reach:\n%s\nand one that does not exist:\n%s", a, b)
 	}
 }

@@ -47,7 +47,12 @@ func openReport(path string, id asuser.ID, writable func(string) bool, stage fun
 	}
 	// The folder as the user would name it (their links to it are theirs
 	// to follow); the name itself is never followed.
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+	var dir string
+	if asuser.Do(id, func() error {
+		var err error
+		dir, err = filepath.EvalSymlinks(filepath.Dir(abs))
+		return err
+	}) == nil {
 		abs = filepath.Join(dir, filepath.Base(abs))
 	}
 	f, err := openAsUser(abs, id)

@@ -14,6 +14,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
@@ -47,8 +48,14 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failed(err)
 	}
-	dir, err := session.ResolveDir(o.dir)
-	if err != nil {
+	// As the user: whether DIR exists, and where its links lead, is
+	// the user's to learn, not root's to say.
+	var dir string
+	if err := asuser.Do(agent.ID(), func() error {
+		var err error
+		dir, err = session.ResolveDir(o.dir)
+		return err
+	}); err != nil {
 		return failed(err)
 	}
 	if _, err := applyPolicyFiles(&o, agent.ID(), agent.Home, dir); err != nil {

@@ -75,7 +75,9 @@ func shellRCCopies(a Agent) (dir string, copies []rcCopy, err error) {
 		}
 		scrubbed, withheld := scrubRC(string(content))
 		cp := filepath.Join(dir, name)
-		if err := os.WriteFile(cp, []byte(scrubbed), 0o644); err != nil {
+		// Readable by the user alone: the folder is searchable by all
+		// (the user resolves the copy's path for the cell's rules).
+		if err := os.WriteFile(cp, []byte(scrubbed), 0o600); err != nil {
 			os.RemoveAll(dir)
 			return "", nil, fmt.Errorf("shell setup copies: %w", err)
 		}

@@ -15,7 +15,7 @@ import (
 func StartDaemon(r *Runner, dir string) (stop func(), err error) {
 	sock := filepath.Join(dir, "daemon", "agent-lock.sock")
 	// As many sessions as a suite may run at once, and some left over.
-	d := exec.Command(r.AgentLock, "daemon", "--socket", sock, "--per-user", "32")
+	d := exec.Command(r.AgentLock, "daemon", "--socket", sock, "--per-user", "32", "--total", "32")
 	out, err := d.StderrPipe()
 	if err != nil {
 		return nil, err
