@@ -65,8 +65,18 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	defer stop()
 	s.asking = make(chan struct{}, maxAsking)
 	for {
+		// A place first, then the next connection: past maxAsking they
+		// wait in the socket's backlog, as a busy server's clients do,
+		// while a flood's are answered (a user's past maxAskingUser at
+		// once) or time out.
+		select {
+		case s.asking <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
 		conn, err := ln.AcceptUnix()
 		if err != nil {
+			<-s.asking
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -81,15 +91,6 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 				continue
 			}
 			return err
-		}
-		select {
-		case s.asking <- struct{}{}:
-		default:
-			// As many connections wait to be read as the daemon takes:
-			// this one is refused at once, not queued.
-			writeFrame(conn, Reply{V: Version, Error: "the daemon is busy: try again"})
-			conn.Close()
-			continue
 		}
 		s.wg.Go(func() { s.handle(conn) })
 	}
