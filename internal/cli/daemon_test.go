@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -185,42 +184,18 @@ func TestDaemonPane(t *testing.T) {
 	}
 }
 
-// startDaemon runs agent-lock's daemon on sock until the test ends.
-func startDaemon(t *testing.T, bin, sock string) *exec.Cmd {
+// startDaemon runs agent-lock's daemon on sock, with flags, until the
+// test ends; its log is shown if the test failed.
+func startDaemon(t *testing.T, bin, sock string, flags ...string) *exec.Cmd {
 	t.Helper()
-	d := exec.Command(bin, "daemon", "--socket", sock)
-	r, err := d.StderrPipe()
+	d, log, err := testenv.Daemon(bin, sock, flags...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
-	os.Chmod(filepath.Dir(sock), 0o755)
-	br := bufio.NewReader(r)
-	line, err := br.ReadString('\n')
-	if !strings.Contains(line, "listening at") {
-		t.Fatalf("the daemon did not start (%v): %s", err, line)
-	}
-	var mu sync.Mutex
-	var log strings.Builder
-	go func() {
-		for {
-			l, err := br.ReadString('\n')
-			mu.Lock()
-			log.WriteString(l)
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
 	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
 		if t.Failed() {
-			t.Logf("the daemon's log:\n%s", log.String())
+			t.Logf("the daemon's log:\n%s", log())
 		}
 	})
 	return d
@@ -242,21 +217,7 @@ func TestDaemonTwentyCells(t *testing.T) {
 	bin, engs := lifecycleSetup(t)
 	root, _ := testenv.ProjectDir(t, uid)
 	sock := filepath.Join(root, "daemon", "agent-lock.sock")
-	d := exec.Command(bin, "daemon", "--socket", sock, "--per-user", "20", "--total", "20")
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
-	for i := 0; ; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		if i > 100 {
-			t.Fatal("the daemon did not listen")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	os.Chmod(filepath.Dir(sock), 0o755)
+	startDaemon(t, bin, sock, "--per-user", "20", "--total", "20")
 	const n = 20
 	dirs := make([]string, n)
 	for i := range dirs {
