@@ -185,17 +185,27 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
+	o, code, ok := parseRun(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	return run(ctx, o, stdout, stderr)
+}
+
+// parseRun reads a session's arguments; when there is no session to run
+// (a bad flag, --help) it has said so and ok is false, with the exit status.
+func parseRun(args []string, stdout, stderr io.Writer) (o options, code int, ok bool) {
 	o, err := parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "agent-lock: %v\nRun 'agent-lock --help' for usage.\n", err)
-		return session.ExitFailed
+		return o, session.ExitFailed, false
 	}
 	if o.help {
 		fmt.Fprint(stdout, usage)
-		return 0
+		return o, 0, false
 	}
 	o.args = args
-	return run(ctx, o, stdout, stderr)
+	return o, 0, true
 }
 
 type options struct {

@@ -117,16 +117,10 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 	// through making the cell.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGQUIT)
 	code := func() int {
-		o, err := parse(args)
-		if err != nil {
-			fmt.Fprintf(stderr, "agent-lock: %v\nRun 'agent-lock --help' for usage.\n", err)
-			return session.ExitFailed
+		o, code, ok := parseRun(args, stdout, stderr)
+		if !ok {
+			return code
 		}
-		if o.help {
-			fmt.Fprint(stdout, usage)
-			return 0
-		}
-		o.args = args
 		// The client chose: a pane's session lives on its own (it is
 		// detached and attached again); a headless one is the client's,
 		// whose going is the terminal closing.
@@ -149,8 +143,8 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 // controlling one (the client's relay): only such a terminal becomes the
 // agent's. Taking one a session holds would take it from that session's
 // processes (the user's shell, or another user's on a terminal passed
-// along), which the Landlock engine's first process, holding
-// CAP_SYS_ADMIN, could.
+// along): Go's Setctty asks to steal it, which a process holding
+// CAP_SYS_ADMIN may; without, the agent's start fails.
 //
 // The kernel answers TIOCGSID only to the terminal's own session, so the
 // processes are asked instead: a terminal is held when one of them has it
