@@ -3,8 +3,9 @@
 # the repository root. Everything it runs was built on the host before boot
 # (`make build test-bins`); the guest sees the repository read-only.
 #
-# Each step prints "guest-suite: PASS|FAIL|SKIP <step>"; the script exits
-# non-zero if any step failed.
+# Each step prints "guest-suite: PASS|FAIL|SKIP <step> (<seconds>s)"; the
+# script exits non-zero if any step failed. The seconds are what CI's
+# budget is kept with.
 #
 # `guest-suite.sh landlock` runs the Landlock engine's suite instead: its
 # Go tests, and the adversary and realwork suites with --engine landlock,
@@ -22,16 +23,16 @@ recap=()
 # printed again at the end: CI shows only the tail of a long run, and a
 # later step's output would otherwise bury them.
 step() {
-	local name=$1 rc log
+	local name=$1 rc log start=$SECONDS
 	shift
 	echo "guest-suite: RUN  $name"
 	log=$(mktemp)
 	"$@" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	if [ "$rc" -eq 0 ]; then
-		echo "guest-suite: PASS $name"
+		echo "guest-suite: PASS $name ($((SECONDS - start))s)"
 	else
-		echo "guest-suite: FAIL $name (exit $rc)"
+		echo "guest-suite: FAIL $name (exit $rc, $((SECONDS - start))s)"
 		failed+=("$name")
 		recap+=("--- $name (exit $rc):")
 		mapfile -t -O "${#recap[@]}" recap < <(grep -E '^(FAIL|LEAK|VOID|UNREPORTED|ERROR|FIXED) |^ *--- FAIL|^ +[a-z_]+_test\.go:[0-9]+: |^panic:|^(adversary|realwork|bench|panebench|worker|realagents): |^     (false alarm|step [0-9]|secrets|the |exit |timed out|could not)' "$log" | head -40)
@@ -108,11 +109,6 @@ if [ "$engine" = landlock ]; then
 	# engine doctor proves.
 	step "internal/cli.test (lifecycle)" run_test_binary .build/tests/internal/cli.test -test.run 'CtrlC|ClosedTerminal|SummaryAfterQ|OneTerminal|ExitWithAgent|HeadlessOnATerminal|ClaudeCodeInThePane|SudoKeeps|Daemon|Install'
 	landlock_runners
-	# The whole adversary suite again, agent-lock run as the user through
-	# its daemon (no sudo): about two minutes natively.
-	if [ "${AGENT_LOCK_NATIVE:-}" = 1 ]; then
-		step "adversary --engine landlock -daemon" .build/adversary -agent-lock .build/agent-lock -engine landlock -daemon
-	fi
 	# The one-terminal pane's benchmark at toy sizes (natively: it needs
 	# no BPF LSM and its numbers are the host's): it must keep working.
 	if [ "${AGENT_LOCK_NATIVE:-}" = 1 ]; then
@@ -131,13 +127,19 @@ if [ "$engine" = landlock ]; then
 	# The cell's network under this engine: the same cgroup programs, the
 	# whole suite (test/nettest's small internet).
 	step "nettest --engine landlock" .build/nettest -agent-lock .build/agent-lock -engine landlock
-	# Landlock's own audit records (ABI 7, Linux 6.15): the adversary turns
-	# the host's audit on for its run and holds the engine to reporting
-	# what they cover (mkdir, unlink, rename, signals, ...).
-	if [ "$(printf '%s\n' 6.15 "$(uname -r | cut -d- -f1)" | sort -V | head -1)" = 6.15 ]; then
-		step "adversary --engine landlock -landlock-audit" .build/adversary -agent-lock .build/agent-lock -engine landlock -landlock-audit
-	else
-		echo "guest-suite: SKIP adversary -landlock-audit: Linux $(uname -r) is older than 6.15, whose Landlock writes no audit records"
+	# The whole adversary suite again, agent-lock run as the user through
+	# its daemon (no sudo), and with Landlock's own audit records where the
+	# kernel writes them (ABI 7, Linux 6.15): the adversary turns the
+	# host's audit on for its run and holds the engine to reporting what
+	# they cover (mkdir, unlink, rename, signals, ...). One run for both:
+	# about two minutes natively, and CI's budget is short.
+	if [ "${AGENT_LOCK_NATIVE:-}" = 1 ]; then
+		if [ "$(printf '%s\n' 6.15 "$(uname -r | cut -d- -f1)" | sort -V | head -1)" = 6.15 ]; then
+			step "adversary --engine landlock -daemon -landlock-audit" .build/adversary -agent-lock .build/agent-lock -engine landlock -daemon -landlock-audit
+		else
+			echo "guest-suite: no -landlock-audit: Linux $(uname -r) is older than 6.15, whose Landlock writes no audit records"
+			step "adversary --engine landlock -daemon" .build/adversary -agent-lock .build/agent-lock -engine landlock -daemon
+		fi
 	fi
 	finish landlock
 fi
