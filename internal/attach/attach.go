@@ -171,7 +171,8 @@ func (l *Listener) handshake(conn *net.UnixConn) (*Client, error) {
 		if oobn > 0 {
 			files = append(files, rights(oob[:oobn])...)
 		}
-		line = append(line, buf[:n]...)
+		// On a timeout n is -1 (Go passes recvmsg's result on).
+		line = append(line, buf[:max(n, 0)]...)
 		if err != nil {
 			closeAll(files)
 			return nil, fmt.Errorf("read the client's hello: %w", err)

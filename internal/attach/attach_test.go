@@ -6,8 +6,10 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,5 +158,70 @@ func TestAttachRestoresAfterACrash(t *testing.T) {
 	after, _ := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
 	if after.Lflag != before.Lflag {
 		t.Errorf("the terminal was left raw: lflag %#x, was %#x", after.Lflag, before.Lflag)
+	}
+}
+
+// Another user is refused by the session itself, even where the socket's
+// folder and mode would let them connect (they do not: the folder is the
+// user's, the socket 0600); root is not (TestAttachHandsTheTerminalOver
+// attaches as the test's user, root under make test).
+func TestAttachOtherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to connect as another user")
+	}
+	ln := listen(t)
+	go ln.Accept()
+	for d := filepath.Dir(ln.Path()); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	os.Chmod(ln.Path(), 0o666)
+	cmd := exec.Command("/usr/bin/python3", "-c", `import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+print(s.makefile().readline(), end="")`, ln.Path())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4243, Gid: 4243}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "only the user who started the session (or root) can attach") {
+		t.Errorf("another user's connection (%v):\n%s", err, out)
+	}
+}
+
+// A client that says nothing is dropped when its time is up, and told;
+// the server goes on to the next (a timed-out read's length is -1, which
+// once ended the session's agent-lock).
+func TestAttachSilentClient(t *testing.T) {
+	ln := listen(t)
+	type accepted struct {
+		c   *Client
+		err error
+	}
+	next := make(chan accepted, 1)
+	go func() {
+		c, err := ln.Accept()
+		next <- accepted{c, err}
+	}()
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: ln.Path(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	var m message
+	if err := json.NewDecoder(conn).Decode(&m); err != nil || m.End == nil || !strings.Contains(m.End.Refused, "hello") {
+		t.Errorf("a silent client was not told: %+v %v", m.End, err)
+	}
+	tty := terminal(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Attach(context.Background(), ln.Path(), tty, tty)
+		done <- err
+	}()
+	a := <-next
+	if a.err != nil {
+		t.Fatalf("after a silent client: %v", a.err)
+	}
+	a.c.End(End{Code: 0})
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
