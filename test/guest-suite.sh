@@ -155,7 +155,7 @@ fi
 # terminal, q) are agent-lock's own conduct at a terminal more than the
 # kernel's: under the BPF LSM they run in the guests named in TERMINAL_ON
 # (forky), about four minutes under emulation, and natively under Landlock.
-terminal_tests='TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSummaryAfterQIsTheRecordings|TestLiveDashboardAndWatch|TestOneTerminal|TestExitWithAgent|TestHeadlessOnATerminal|TestClaudeCodeInThePane|TestDaemonPane'
+terminal_tests='TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSummaryAfterQIsTheRecordings|TestLiveDashboardAndWatch|TestOneTerminal|TestExitWithAgent|TestHeadlessOnATerminal|TestClaudeCodeInThePane|TestDaemonPane|TestDaemonSecondUser'
 # The daemon's tests (sessions without sudo, under each engine: about two
 # minutes a guest) and its part of the adversary suite (below) run in the
 # guests named in DAEMON_ON (6.1, the oldest, where the daemon knows its

@@ -184,6 +184,91 @@ func TestDaemonPane(t *testing.T) {
 	}
 }
 
+// askOther asks the daemon, by hand, for what no request can: another's
+// session, by its name.
+const askOther = `import json, os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+req = json.dumps({"v": 1, "op": sys.argv[2], "args": [sys.argv[3]]}).encode()
+socket.send_fds(s, [struct.pack(">I", len(req)) + req], [os.open(".", os.O_PATH | os.O_DIRECTORY), 0, 1, 2])
+n = struct.unpack(">I", s.recv(4))[0]
+print("reply:", s.recv(n).decode(), flush=True)
+`
+
+// TestDaemonSecondUser: a second user can neither see nor touch the first
+// user's session through the daemon: watch --list does not show it, its
+// recording and its pane's socket are out of reach, its agent and its
+// agent-lock take no signal, and the daemon answers no request that names
+// another's session; the session runs on untouched. Root sees it.
+func TestDaemonSecondUser(t *testing.T) {
+	bin, engs := lifecycleSetup(t)
+	root, dir := testenv.ProjectDir(t, uid)
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(root, "daemon", "agent-lock.sock")
+	startDaemon(t, bin, sock)
+	tm := newTerm(t, root, fmt.Sprintf("cd %s && env -i PATH=/usr/bin:/bin HOME=%s TERM=xterm-256color AGENT_LOCK_SOCKET=%s /usr/bin/setpriv --reuid=%d --regid=%d --clear-groups %s --engine %s . -- sh -c 'echo first-user-ready; exec sleep 3229'; sleep 600",
+		dir, u.HomeDir, sock, uid, uid, bin, engs[0]))
+	tm.Await("s:w", `first-user-ready`, waitBound)
+	waitRunning(t, `^sleep 3229`)
+
+	// Root sees it, with its recording and its pane's socket.
+	list, err := exec.Command("env", "HOME="+u.HomeDir, bin, "watch", "--list").CombinedOutput()
+	m := regexp.MustCompile(`(?m)^(\d{8}T\d{6}Z-\d+)\s+running\s.*` + regexp.QuoteMeta(dir)).FindStringSubmatch(string(list))
+	if err != nil || m == nil {
+		t.Fatalf("root's watch --list does not show the session in %s (%v):\n%s", dir, err, list)
+	}
+	id := m[1]
+	rec := filepath.Join(u.HomeDir, ".local/state/agent-lock", id+".jsonl")
+	paneSock := strings.TrimSuffix(rec, ".jsonl") + ".sock"
+	if _, err := os.Stat(paneSock); err != nil {
+		t.Fatalf("the session's pane socket: %v", err)
+	}
+
+	// The second user: a uid with no session, and a home of its own.
+	const other = 4243
+	otherHome := filepath.Join(root, "other")
+	os.Mkdir(otherHome, 0o700)
+	os.Chown(otherHome, other, other)
+	asOther := func(name string, args ...string) string {
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = otherHome, []string{"PATH=/usr/bin:/bin", "HOME=" + otherHome, "AGENT_LOCK_SOCKET=" + sock}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: other, Gid: other}}
+		out, err := cmd.CombinedOutput()
+		t.Logf("as %d, %s ... %s: %s(%v)", other, filepath.Base(name), args[len(args)-1], out, err)
+		return fmt.Sprintf("%s(%v)", out, err)
+	}
+	if out := asOther(bin, "watch", "--list"); strings.Contains(out, id) {
+		t.Errorf("the second user's watch --list shows the first's session:\n%s", out)
+	}
+	if out := asOther(bin, "watch", rec); !strings.Contains(out, "only root and the user who started the session can watch it") {
+		t.Errorf("the second user watched the first's session:\n%s", out)
+	}
+	if out := asOther("/usr/bin/python3", "-c", "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1]); print('connected')", paneSock); !strings.Contains(out, "PermissionError") {
+		t.Errorf("the second user reached the first's pane socket:\n%s", out)
+	}
+	agents := running(`^sleep 3229`)
+	sessions := running(`__daemon-session`)
+	if len(agents) < 2 || len(sessions) < 2 {
+		t.Fatalf("the agent (%q) or its agent-lock (%q) is not running", agents, sessions)
+	}
+	for _, pid := range []string{agents[0], sessions[0]} {
+		if out := asOther("kill", "-KILL", pid); !strings.Contains(out, "exit status") {
+			t.Errorf("the second user signalled %s:\n%s", pid, out)
+		}
+	}
+	for _, op := range []string{"attach", "end", "watch", "list"} {
+		if out := asOther("/usr/bin/python3", "-c", askOther, sock, op, id); !strings.Contains(out, `"error"`) || strings.Contains(out, `"exit"`) {
+			t.Errorf("the daemon's answer to %s %s:\n%s", op, id, out)
+		}
+	}
+	if len(running(`^sleep 3229`)) == 0 || !strings.Contains(tm.Shows("s:w"), "first-user-ready") {
+		t.Errorf("the first user's session did not run on:\n%s", tm.Shows("s:w"))
+	}
+}
+
 // startDaemon runs agent-lock's daemon on sock, with flags, until the
 // test ends; its log is shown if the test failed.
 func startDaemon(t *testing.T, bin, sock string, flags ...string) *exec.Cmd {
