@@ -130,6 +130,13 @@ func (l *Listener) Accept() (*Client, error) {
 	for {
 		conn, err := l.ln.AcceptUnix()
 		if err != nil {
+			// Out of descriptors or memory, or a client gone before its
+			// accept: passing; the session stays attachable.
+			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) ||
+				errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.EINTR) {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
 			return nil, err
 		}
 		c, err := l.handshake(conn)
@@ -167,9 +174,15 @@ func (l *Listener) handshake(conn *net.UnixConn) (*Client, error) {
 	var line []byte
 	var files []*os.File
 	for !strings.Contains(string(line), "\n") {
-		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		n, oobn, flags, _, err := conn.ReadMsgUnix(buf, oob)
 		if oobn > 0 {
 			files = append(files, rights(oob[:oobn])...)
+		}
+		// Two descriptors in all: a client sending more, a few at a
+		// time, would have this root process hold every one.
+		if len(files) > 2 || flags&unix.MSG_CTRUNC != 0 {
+			closeAll(files)
+			return nil, errors.New("a client sends two descriptors, its terminal's input and output")
 		}
 		// On a timeout n is -1 (Go passes recvmsg's result on).
 		line = append(line, buf[:max(n, 0)]...)

@@ -225,3 +225,25 @@ func TestAttachSilentClient(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A client that sends more than its two descriptors, a few at a time, is
+// refused at the third (each one held would be the session's to hold).
+func TestAttachTooManyDescriptors(t *testing.T) {
+	ln := listen(t)
+	go ln.Accept()
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: ln.Path(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tty := terminal(t)
+	for range 3 {
+		conn.WriteMsgUnix([]byte(" "), unix.UnixRights(int(tty.Fd()), int(tty.Fd())), nil)
+		time.Sleep(50 * time.Millisecond)
+	}
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	var m message
+	if err := json.NewDecoder(conn).Decode(&m); err != nil || m.End == nil || !strings.Contains(m.End.Refused, "two descriptors") {
+		t.Errorf("six descriptors were taken: %+v %v", m.End, err)
+	}
+}

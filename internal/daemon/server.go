@@ -43,16 +43,17 @@ type Server struct {
 	PerUser, Total int
 	Log            func(format string, args ...any)
 
-	mu       sync.Mutex
-	reading  map[uint32]int
-	starting sync.Mutex
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	answering map[uint32]int
+	starting  sync.Mutex
+	wg        sync.WaitGroup
 	// asking bounds the connections not yet answered: each holds a
 	// goroutine, descriptors and up to a frame, for up to askTimeout.
 	asking chan struct{}
 }
 
-// Bounds on the connections being read: in all, and a user's.
+// Bounds on the connections being answered (read, checked and their
+// session started): in all, and a user's.
 const (
 	maxAsking     = 64
 	maxAskingUser = 8
@@ -109,14 +110,12 @@ type peer struct {
 
 func (s *Server) handle(conn *net.UnixConn) {
 	defer conn.Close()
-	asked := true
-	answered := func() {
-		if asked {
-			asked = false
-			<-s.asking
-		}
-	}
-	defer answered()
+	// The place taken before accept is held until the request is
+	// answered, not only read: a request read waits on the start of
+	// those before it holding up to a megabyte and four descriptors, and
+	// a user sending them faster than sessions start would otherwise
+	// queue them without bound.
+	defer func() { <-s.asking }()
 	refuse := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
 		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
@@ -136,13 +135,12 @@ func (s *Server) handle(conn *net.UnixConn) {
 		return
 	}
 	if !s.ask(p.uid) {
-		refuse("too many of your requests are waiting to be read")
+		refuse("too many of your requests are being answered at once (at most %d)", maxAskingUser)
 		return
 	}
+	defer s.asked(p.uid)
 	conn.SetReadDeadline(time.Now().Add(askTimeout))
 	body, files, err := readFrame(conn, fdsPerRequest)
-	s.asked(p.uid)
-	answered()
 	if err != nil {
 		refuse("the request: %v", err)
 		return
@@ -244,24 +242,24 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 	return mine, all
 }
 
-// ask counts a request of uid's being read; asked ends it.
+// ask counts a request of uid's being answered; asked ends it.
 func (s *Server) ask(uid uint32) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.reading == nil {
-		s.reading = map[uint32]int{}
+	if s.answering == nil {
+		s.answering = map[uint32]int{}
 	}
-	if s.reading[uid] >= maxAskingUser {
+	if s.answering[uid] >= maxAskingUser {
 		return false
 	}
-	s.reading[uid]++
+	s.answering[uid]++
 	return true
 }
 
 func (s *Server) asked(uid uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reading[uid]--
+	s.answering[uid]--
 }
 
 // start runs the session's agent-lock for p: root, as sudo would have
