@@ -119,7 +119,12 @@ func (c *cell) counters() (verdict.Counters, error) {
 
 func (c *cell) close() {
 	// Kill before detaching: a process of the cell must never run free.
-	killCgroup(c.cg.Path, 30*time.Second)
+	// Should the kill not empty the cell (processes that outran it),
+	// nothing is detached: the pins keep the programs on the cgroup, and
+	// the next agent-lock run kills what is left and unpins (sweep).
+	if err := killCgroup(c.cg.Path, 30*time.Second); err != nil {
+		return
+	}
 	c.eng.Close()
 	c.net.Close()
 	c.cg.Close()
@@ -130,7 +135,9 @@ func (c *cell) close() {
 // reading a file outside the cell. In audit mode the read must succeed and
 // still be reported.
 func (c *cell) probe(ctx context.Context, audit bool) error {
-	dir, err := os.MkdirTemp("", "agent-lock-probe-")
+	// Named as a session's TMPDIR is, after this process: should it be
+	// killed meanwhile, the next run's sweep removes the folder.
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-probe-", scratchPrefix, os.Getpid()))
 	if err != nil {
 		return err
 	}

@@ -73,3 +73,37 @@ func TestPlanKeepsAgentLockStateFromTheAgent(t *testing.T) {
 		t.Errorf("a project beside the state: made %v, notes %v, %v", made, plan.Notes, err)
 	}
 }
+
+// TestPlanFollowsADanglingLink: agent-lock's own folder, a symlink to
+// where nothing is yet (here into DIR), is kept from the agent where the
+// link points, made first there; left out, the agent could make it and
+// write a policy file a later session trusts. A link loop is refused.
+func TestPlanFollowsADanglingLink(t *testing.T) {
+	home, _ := filepath.EvalSymlinks(t.TempDir())
+	dir := filepath.Join(home, "project")
+	os.Mkdir(dir, 0o755)
+	os.MkdirAll(filepath.Join(home, ".config"), 0o755)
+	config := filepath.Join(home, ".config/agent-lock")
+	if err := os.Symlink("../project/cfg", config); err != nil {
+		t.Fatal(err)
+	}
+	agent := Agent{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Home: home, Shell: "/bin/sh"}
+	o := Options{Dir: dir, Command: []string{"true"}, Private: []string{config}, Profiles: []string{"none"}}
+	var made []string
+	mk := &profile.Maker{Dir: func(p string) error { made = append(made, p); return os.MkdirAll(p, 0o700) }}
+	plan, err := makePlan(o, agent, mk, os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "cfg")
+	if !slices.Equal(plan.Policy.Private, []string{target}) || !slices.Equal(made, []string{target}) {
+		t.Errorf("private %v, made %v: want %s, where the link points", plan.Policy.Private, made, target)
+	}
+
+	loop := filepath.Join(home, "loop")
+	os.Symlink("loop", loop)
+	o.Private = []string{loop}
+	if _, err := makePlan(o, agent, mk, os.Environ()); err == nil || !strings.Contains(err.Error(), "fix or remove it") {
+		t.Errorf("a link loop as agent-lock's own folder: %v", err)
+	}
+}

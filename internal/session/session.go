@@ -320,7 +320,9 @@ func makePlan(o Options, agent Agent, mk *profile.Maker, env []string) (Plan, er
 		}
 		real, err := realPathMissing(p)
 		if err != nil {
-			continue
+			// Left out, it could be the agent's to make (a link into
+			// DIR): a policy file a later session trusts.
+			return Plan{}, fail(ExitFailed, fmt.Errorf("agent-lock's own %s: %v: agent-lock keeps it from the agent, and must know where it is: fix or remove it", p, err))
 		}
 		inReach := reach.Writable(real)
 		if inReach {
@@ -590,21 +592,38 @@ func agentEnv(base []string, a Agent, tmp, dir string) []string {
 
 // realPathMissing resolves p's symlinks as far as p exists, and keeps the
 // names below that: where p would be made.
-func realPathMissing(p string) (string, error) {
+func realPathMissing(p string) (string, error) { return realPathMissingN(p, 0) }
+
+func realPathMissingN(p string, depth int) (string, error) {
+	if depth > 40 {
+		return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+	}
 	p = filepath.Clean(p)
 	if real, err := filepath.EvalSymlinks(p); err == nil {
 		return real, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	if _, err := os.Lstat(p); err == nil {
-		return "", fmt.Errorf("%s is a dangling symlink", p)
+	if fi, err := os.Lstat(p); err == nil {
+		if fi.Mode()&os.ModeSymlink == 0 {
+			return "", fmt.Errorf("%s: exists, but a folder on its way does not", p)
+		}
+		// A dangling symlink: what it names is where the file would be
+		// made, so that is the path.
+		t, err := os.Readlink(p)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(p), t)
+		}
+		return realPathMissingN(t, depth+1)
 	}
 	parent := filepath.Dir(p)
 	if parent == p {
 		return "", fmt.Errorf("%s: no such file or directory", p)
 	}
-	real, err := realPathMissing(parent)
+	real, err := realPathMissingN(parent, depth+1)
 	if err != nil {
 		return "", err
 	}
