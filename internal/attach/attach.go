@@ -73,6 +73,9 @@ type Listener struct {
 	Refuse func(pid int) error
 }
 
+// soPeerPidfd is SO_PEERPIDFD (Linux 6.5).
+const soPeerPidfd = 77
+
 // SocketName is the socket of the session whose recording is id.jsonl.
 func SocketName(id string) string { return id + ".sock" }
 
@@ -156,16 +159,32 @@ func (l *Listener) handshake(conn *net.UnixConn) (*Client, error) {
 	}
 	var cred *unix.Ucred
 	var cerr error
-	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	pidfd := -1
+	raw.Control(func(fd uintptr) {
+		if cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); cerr != nil {
+			return
+		}
+		// The process that connected, by a pidfd (Linux 6.5), so that
+		// the one Refuse checks is that one, its number not reused;
+		// before 6.5, one opened now.
+		pidfd, cerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd)
+		if errors.Is(cerr, unix.ENOPROTOOPT) {
+			pidfd, cerr = unix.PidfdOpen(int(cred.Pid), 0)
+		}
+	})
 	if cerr != nil {
 		return nil, cerr
 	}
+	defer unix.Close(pidfd)
 	if cred.Uid != 0 && cred.Uid != l.owner.UID {
 		return nil, errors.New("only the user who started the session (or root) can attach to it")
 	}
 	if l.Refuse != nil {
 		if err := l.Refuse(int(cred.Pid)); err != nil {
 			return nil, err
+		}
+		if unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+			return nil, errors.New("the process that connected is gone")
 		}
 	}
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
