@@ -437,12 +437,17 @@ type hub struct {
 
 func (h *hub) Send(msg tea.Msg) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.p != nil {
-		h.p.Send(msg)
+	p := h.p
+	if p == nil {
+		h.model.Update(msg) // its commands are for a screen there is none of
+		h.mu.Unlock()
 		return
 	}
-	h.model.Update(msg) // its commands are for a screen there is none of
+	h.mu.Unlock()
+	// Outside the lock: a dashboard stuck writing to its terminal (one
+	// whose other end nobody reads) blocks this, and stop, which ends
+	// it, must still get the lock.
+	p.Send(msg)
 }
 
 // attach runs the dashboard on c's terminal; done gets why it quit.
