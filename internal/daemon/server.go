@@ -43,17 +43,17 @@ type Server struct {
 	PerUser, Total int
 	Log            func(format string, args ...any)
 
-	mu        sync.Mutex
-	answering map[uint32]int
-	starting  sync.Mutex
-	wg        sync.WaitGroup
+	mu       sync.Mutex
+	reading  map[uint32]int
+	starting sync.Mutex
+	wg       sync.WaitGroup
 	// asking bounds the connections not yet answered: each holds a
 	// goroutine, descriptors and up to a frame, for up to askTimeout.
 	asking chan struct{}
 }
 
 // Bounds on the connections being answered (read, checked and their
-// session started): in all, and a user's.
+// session started) in all, and on a user's being read.
 const (
 	maxAsking     = 64
 	maxAskingUser = 8
@@ -114,7 +114,9 @@ func (s *Server) handle(conn *net.UnixConn) {
 	// answered, not only read: a request read waits on the start of
 	// those before it holding up to a megabyte and four descriptors, and
 	// a user sending them faster than sessions start would otherwise
-	// queue them without bound.
+	// queue them without bound. A user's bound is on reading alone (a
+	// silent connection's ten seconds), so that one user's burst is
+	// answered in turn, not refused.
 	defer func() { <-s.asking }()
 	refuse := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
@@ -135,12 +137,12 @@ func (s *Server) handle(conn *net.UnixConn) {
 		return
 	}
 	if !s.ask(p.uid) {
-		refuse("too many of your requests are being answered at once (at most %d)", maxAskingUser)
+		refuse("too many of your requests are being read at once (at most %d)", maxAskingUser)
 		return
 	}
-	defer s.asked(p.uid)
 	conn.SetReadDeadline(time.Now().Add(askTimeout))
 	body, files, err := readFrame(conn, fdsPerRequest)
+	s.asked(p.uid)
 	if err != nil {
 		refuse("the request: %v", err)
 		return
@@ -242,24 +244,24 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 	return mine, all
 }
 
-// ask counts a request of uid's being answered; asked ends it.
+// ask counts a request of uid's being read; asked ends it.
 func (s *Server) ask(uid uint32) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.answering == nil {
-		s.answering = map[uint32]int{}
+	if s.reading == nil {
+		s.reading = map[uint32]int{}
 	}
-	if s.answering[uid] >= maxAskingUser {
+	if s.reading[uid] >= maxAskingUser {
 		return false
 	}
-	s.answering[uid]++
+	s.reading[uid]++
 	return true
 }
 
 func (s *Server) asked(uid uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.answering[uid]--
+	s.reading[uid]--
 }
 
 // start runs the session's agent-lock for p: root, as sudo would have
