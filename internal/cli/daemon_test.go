@@ -20,12 +20,12 @@ import (
 )
 
 // askDaemon speaks the daemon's protocol by hand, as a process of a cell
-// could: it asks for a session that may read argv[2]'s folder and cat it.
+// could: python3 -c askDaemon SOCKET OP ARGS... asks for op with args, with
+// its folder and standard streams.
 const askDaemon = `import json, os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sys.argv[1])
-req = json.dumps({"v": 1, "op": "run", "env": ["PATH=/usr/bin:/bin"],
-    "args": ["--headless", "--allow", os.path.dirname(sys.argv[2]), ".", "--", "cat", sys.argv[2]]}).encode()
+req = json.dumps({"v": 1, "op": sys.argv[2], "env": ["PATH=/usr/bin:/bin"], "args": sys.argv[3:]}).encode()
 socket.send_fds(s, [struct.pack(">I", len(req)) + req], [os.open(".", os.O_PATH | os.O_DIRECTORY), 0, 1, 2])
 n = struct.unpack(">I", s.recv(4))[0]
 print("reply:", s.recv(n).decode(), flush=True)
@@ -97,12 +97,13 @@ exit 3
 			}
 
 			// Unjailed, the request reads the secret; from the cell it must not.
-			free := exec.Command("/usr/bin/python3", "ask.py", sock, secretPath)
+			ask := []string{"ask.py", sock, "run", "--headless", "--allow", filepath.Dir(secretPath), ".", "--", "cat", secretPath}
+			free := exec.Command("/usr/bin/python3", ask...)
 			free.Dir, free.SysProcAttr = dir, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 			if out, err := free.CombinedOutput(); err != nil || !strings.Contains(string(out), "the-secret") {
 				t.Fatalf("unjailed, the request did not read the secret (%v):\n%s", err, out)
 			}
-			out, _ = asUser(sock, "--headless", "--engine", engine, "--report", "/dev/null", ".", "--", "/usr/bin/python3", "ask.py", sock, secretPath).CombinedOutput()
+			out, _ = asUser(sock, append([]string{"--headless", "--engine", engine, "--report", "/dev/null", ".", "--", "/usr/bin/python3"}, ask...)...).CombinedOutput()
 			if strings.Contains(string(out), "the-secret") || strings.Contains(string(out), `"exit"`) {
 				t.Errorf("a process of a cell got a session from the daemon:\n%s", out)
 			}
@@ -184,17 +185,6 @@ func TestDaemonPane(t *testing.T) {
 	}
 }
 
-// askOther asks the daemon, by hand, for what no request can: another's
-// session, by its name.
-const askOther = `import json, os, socket, struct, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.connect(sys.argv[1])
-req = json.dumps({"v": 1, "op": sys.argv[2], "args": [sys.argv[3]]}).encode()
-socket.send_fds(s, [struct.pack(">I", len(req)) + req], [os.open(".", os.O_PATH | os.O_DIRECTORY), 0, 1, 2])
-n = struct.unpack(">I", s.recv(4))[0]
-print("reply:", s.recv(n).decode(), flush=True)
-`
-
 // TestDaemonSecondUser: a second user can neither see nor touch the first
 // user's session through the daemon: watch --list does not show it, its
 // recording and its pane's socket are out of reach, its agent and its
@@ -260,7 +250,7 @@ func TestDaemonSecondUser(t *testing.T) {
 		}
 	}
 	for _, op := range []string{"attach", "end", "watch", "list"} {
-		if out := asOther("/usr/bin/python3", "-c", askOther, sock, op, id); !strings.Contains(out, `"error"`) || strings.Contains(out, `"exit"`) {
+		if out := asOther("/usr/bin/python3", "-c", askDaemon, sock, op, id); !strings.Contains(out, `"error"`) || strings.Contains(out, `"exit"`) {
 			t.Errorf("the daemon's answer to %s %s:\n%s", op, id, out)
 		}
 	}
