@@ -30,7 +30,9 @@ func TestSecretsStayOutOfTheEnvironment(t *testing.T) {
 		args := append([]string{"--headless", "--report", rep}, extra...)
 		cmd := exec.Command(bin, append(args, dir, "--", "./claude")...)
 		cmd.Dir = dir
-		cmd.Env = append(append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242"), secrets...)
+		// Not this process's environment: a machine's own (a CI
+		// runner's AWS_CA_BUNDLE) would be withheld too.
+		cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "TERM=dumb", "SUDO_UID=4242", "SUDO_GID=4242"}, secrets...)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("agent-lock %v: %v", extra, err)
