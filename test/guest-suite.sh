@@ -156,11 +156,11 @@ fi
 # kernel's: under the BPF LSM they run in the guests named in TERMINAL_ON
 # (forky), about four minutes under emulation, and natively under Landlock.
 terminal_tests='TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSummaryAfterQIsTheRecordings|TestLiveDashboardAndWatch|TestOneTerminal|TestExitWithAgent|TestHeadlessOnATerminal|TestClaudeCodeInThePane|TestDaemonPane|TestDaemonSecondUser'
-# The daemon's tests (sessions without sudo, under each engine: about two
-# minutes a guest) and its part of the adversary suite (below) run in the
-# guests named in DAEMON_ON (6.1, the oldest, where the daemon knows its
-# caller by a pidfd it opens, not the kernel's SO_PEERPIDFD), and natively
-# under Landlock.
+# The daemon's Go tests (sessions without sudo, under each engine: about
+# two minutes a guest) run in the guests named in DAEMON_ON (6.1, the
+# oldest, where the daemon knows its caller by a pidfd it opens, not the
+# kernel's SO_PEERPIDFD), and natively under Landlock; its part of the
+# adversary suite is ADVERSARY_DAEMON_ON's (below).
 daemon_tests='TestDaemon|TestDaemonSocketActivation'
 # on LIST: whether this guest is one of LIST's (AGENT_LOCK_KERNEL).
 on() {
@@ -324,10 +324,10 @@ bench_step() {
 }
 
 # The benchmark suite at toy sizes, in the guests named in BENCH_SMOKE_ON
-# (none by default: forky's bench-quick below runs the same code at a
-# larger size, and CI's budget is short): it must keep working, its
-# numbers mean nothing here (make bench measures).
-bench_step bench-smoke "${BENCH_SMOKE_ON:-}" -smoke
+# (forky, whose guest ends before bookworm's and trixie's together): it
+# must keep working, its numbers mean nothing here (make bench measures).
+# bench-quick below runs its per-open workloads only.
+bench_step bench-smoke "${BENCH_SMOKE_ON:-forky}" -smoke
 # The benchmark at a tenth of its size in forky (make bench-quick): the
 # kernel's ns per program run and the storm's counts hold at that size.
 # It fails only if it cannot run; its targets are printed, not asserted.

@@ -188,8 +188,10 @@ func TestDaemonPane(t *testing.T) {
 // TestDaemonSecondUser: a second user can neither see nor touch the first
 // user's session through the daemon: watch --list does not show it, its
 // recording and its pane's socket are out of reach, its agent and its
-// agent-lock take no signal, and the daemon answers no request that names
-// another's session; the session runs on untouched. Root sees it.
+// agent-lock take no signal, and the daemon has no request that names a
+// session (asked to attach to, end, watch or list one, it says it has no
+// such request: one added must answer another user with an error); the
+// session runs on untouched. Root sees it.
 func TestDaemonSecondUser(t *testing.T) {
 	bin, engs := lifecycleSetup(t)
 	root, dir := testenv.ProjectDir(t, uid)

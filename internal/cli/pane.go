@@ -294,10 +294,18 @@ func servePane(ctx context.Context, o options, opts session.Options, writers []r
 	ended, uiRunning := false, true
 	// stopUI ends the attached terminal's dashboard, if it runs.
 	stopUI := func(kill bool) {
-		if uiRunning {
-			h.stop(kill)
-			<-uiDone
-			uiRunning = false
+		if !uiRunning {
+			return
+		}
+		h.stop(kill)
+		uiRunning = false
+		select {
+		case <-uiDone:
+		case <-time.After(10 * time.Second):
+			// Stuck writing to a terminal whose other end nobody reads:
+			// left to its write, the session goes on without it. Its
+			// word, should it come, goes to a channel no one reads.
+			uiDone = make(chan dashboard.Exit, 1)
 		}
 	}
 	for !(ended && client == nil) {

@@ -22,9 +22,10 @@ import (
 
 // cell is a cgroup, its network, and the engine that decides there.
 type cell struct {
-	cg  *cgroup
-	net *netcell.Cell // the cell's network (net.go)
-	eng engine.Cell
+	cg   *cgroup
+	net  *netcell.Cell // the cell's network (net.go)
+	eng  engine.Cell
+	warn warner
 }
 
 // Engines.
@@ -92,7 +93,7 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 		os.Remove(cg.Path)
 		return nil, err
 	}
-	return &cell{cg: cg, net: nc, eng: ec}, nil
+	return &cell{cg: cg, net: nc, eng: ec, warn: warn}, nil
 }
 
 // events are the engine's reports.
@@ -120,9 +121,16 @@ func (c *cell) counters() (verdict.Counters, error) {
 func (c *cell) close() {
 	// Kill before detaching: a process of the cell must never run free.
 	// Should the kill not empty the cell (processes that outran it),
-	// nothing is detached: the pins keep the programs on the cgroup, and
-	// the next agent-lock run kills what is left and unpins (sweep).
+	// nothing is detached: where the bpf file system is, the pins keep
+	// the programs on the cgroup and the next agent-lock run kills what
+	// is left and unpins (sweep); where it is not, nothing outlasts this
+	// process, and the warning says so.
 	if err := killCgroup(c.cg.Path, 30*time.Second); err != nil {
+		if pinBase() != "" {
+			c.warn("the cell's processes outlived its kill (%v): its programs stay pinned on it, and the next agent-lock run kills them", err)
+		} else {
+			c.warn("the cell's processes outlived its kill (%v), and with no bpf file system to pin its programs to, they come off when agent-lock ends: kill them (cgroup %s)", err, c.cg.Path)
+		}
 		return
 	}
 	c.eng.Close()

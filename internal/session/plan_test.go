@@ -75,18 +75,26 @@ func TestPlanKeepsAgentLockStateFromTheAgent(t *testing.T) {
 }
 
 // TestPlanFollowsADanglingLink: agent-lock's own folder, a symlink to
-// where nothing is yet (here into DIR), is kept from the agent where the
-// link points, made first there; left out, the agent could make it and
-// write a policy file a later session trusts. A link loop is refused.
+// where nothing is yet (here into DIR, by a relative link in a folder
+// that is itself reached through a link, whose ".." is the real folder's),
+// is kept from the agent where the link points, made first there; left
+// out, the agent could make it and write a policy file a later session
+// trusts. A link loop is refused.
 func TestPlanFollowsADanglingLink(t *testing.T) {
 	home, _ := filepath.EvalSymlinks(t.TempDir())
 	dir := filepath.Join(home, "project")
 	os.Mkdir(dir, 0o755)
-	os.MkdirAll(filepath.Join(home, ".config"), 0o755)
-	config := filepath.Join(home, ".config/agent-lock")
-	if err := os.Symlink("../project/cfg", config); err != nil {
+	// ~/.config -> dotfiles/config; ~/dotfiles/config/agent-lock ->
+	// ../../project/cfg, which the kernel reads from ~/dotfiles/config:
+	// ~/project/cfg (spelled from ~/.config it would be outside home).
+	os.MkdirAll(filepath.Join(home, "dotfiles/config"), 0o755)
+	if err := os.Symlink("dotfiles/config", filepath.Join(home, ".config")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink("../../project/cfg", filepath.Join(home, "dotfiles/config/agent-lock")); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(home, ".config/agent-lock")
 	agent := Agent{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Home: home, Shell: "/bin/sh"}
 	o := Options{Dir: dir, Command: []string{"true"}, Private: []string{config}, Profiles: []string{"none"}}
 	var made []string
@@ -98,6 +106,9 @@ func TestPlanFollowsADanglingLink(t *testing.T) {
 	target := filepath.Join(dir, "cfg")
 	if !slices.Equal(plan.Policy.Private, []string{target}) || !slices.Equal(made, []string{target}) {
 		t.Errorf("private %v, made %v: want %s, where the link points", plan.Policy.Private, made, target)
+	}
+	if real, err := filepath.EvalSymlinks(config); err != nil || real != target {
+		t.Errorf("the kernel finds %s at %s (%v), not at %s", config, real, err, target)
 	}
 
 	loop := filepath.Join(home, "loop")

@@ -590,42 +590,49 @@ func agentEnv(base []string, a Agent, tmp, dir string) []string {
 		"TMPDIR="+tmp, "PWD="+dir, "AGENT_LOCK=1")
 }
 
-// realPathMissing resolves p's symlinks as far as p exists, and keeps the
-// names below that: where p would be made.
-func realPathMissing(p string) (string, error) { return realPathMissingN(p, 0) }
-
-func realPathMissingN(p string, depth int) (string, error) {
-	if depth > 40 {
-		return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+// realPathMissing resolves p as the kernel would, a name at a time,
+// following every symlink (a dangling one too, to where it points), and
+// keeps the names from the first that does not exist: where p would be
+// made. A relative link is read from the folder it is really in, so that
+// its ".." is the kernel's, not the spelling's.
+func realPathMissing(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%s: not an absolute path", p)
 	}
-	p = filepath.Clean(p)
-	if real, err := filepath.EvalSymlinks(p); err == nil {
-		return real, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", err
-	}
-	if fi, err := os.Lstat(p); err == nil {
-		if fi.Mode()&os.ModeSymlink == 0 {
-			return "", fmt.Errorf("%s: exists, but a folder on its way does not", p)
+	resolved, rest, links := "/", strings.Split(p, "/"), 0
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
 		}
-		// A dangling symlink: what it names is where the file would be
-		// made, so that is the path.
-		t, err := os.Readlink(p)
+		next := filepath.Join(resolved, name)
+		fi, err := os.Lstat(next)
+		if errors.Is(err, os.ErrNotExist) {
+			return filepath.Join(append([]string{next}, rest...)...), nil
+		}
 		if err != nil {
 			return "", err
 		}
-		if !filepath.IsAbs(t) {
-			t = filepath.Join(filepath.Dir(p), t)
+		if fi.Mode()&os.ModeSymlink == 0 {
+			resolved = next
+			continue
 		}
-		return realPathMissingN(t, depth+1)
+		if links++; links > 40 {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
 	}
-	parent := filepath.Dir(p)
-	if parent == p {
-		return "", fmt.Errorf("%s: no such file or directory", p)
-	}
-	real, err := realPathMissingN(parent, depth+1)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(real, filepath.Base(p)), nil
+	return resolved, nil
 }
