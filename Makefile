@@ -16,12 +16,13 @@ BUILD := .build
 # run in every guest by test/guest-suite.sh.
 VM_TEST_PKGS ?= ./internal/jail ./internal/session ./internal/cli ./internal/netcell
 VMTEST := $(GO) run ./internal/vmtest/cmd/vmtest
-# Two guests at once: each is single-threaded TCG (one host core), and CI
-# machines have two. The longest first (forky: the whole adversary suite,
-# the terminal's tests, the real agents, the network), bookworm beside it,
-# trixie when bookworm is done. The timeout is a hang guard only: on a slow
-# day (2026-12-06) forky's guest took over 70 minutes, with CI's prep and
-# the native suites still inside 90.
+# make vmtest: two guests at once: each is single-threaded TCG (one host
+# core), and CI machines have two. The longest first (forky: the whole
+# adversary suite, the terminal's tests, the real agents, the network),
+# bookworm beside it, trixie when bookworm is done (make test runs the same
+# lanes through test/matrix.sh, with the native suites). The timeout is a
+# hang guard only: on a slow day (2026-12-06) forky's guest took over 70
+# minutes.
 VMTEST_FLAGS ?= -timeout=75m -parallel=2 -kernels=forky,bookworm,trixie
 # make bench: a guest a core, as for the tests (three guests on two cores
 # made single runs vary by 3x); bookworm, the slowest, first.
@@ -40,34 +41,20 @@ GENERATE_DEPS := clang-19 llvm-19 libc6-dev libbpf-dev
 
 .PHONY: test build test-bins agents unit vmtest vmtest-self native bench bench-quick bench-native adversary deps generate-deps generate check-generate clean screenshot bench-pane
 
+# The VM matrix and the native suites run as two lanes on CI's two cores
+# (test/matrix.sh: forky's guest in one, bookworm's then trixie's in the
+# other, the native suites in whichever ends first), built once before.
 test:
 	$(MAKE) deps
 	$(MAKE) agents
 	$(MAKE) unit
-	$(MAKE) vmtest
-	$(MAKE) native
+	$(MAKE) build test-bins
+	VMTEST="$(VMTEST)" bash test/matrix.sh
 
 # native runs the suites on this machine itself, as the unprivileged user
-# jailtest (uid 4242, created if missing): the BPF-LSM guest suite when this
-# kernel runs BPF LSM programs, and the Landlock engine's suite when it has
-# Landlock (agent-lock doctor --engine proves each with a live self-test).
-# An engine this kernel cannot run is reported skipped, with why.
+# jailtest (test/native.sh says what).
 native: build test-bins
-	@if ! id jailtest >/dev/null 2>&1; then \
-		useradd --uid 4242 --user-group --create-home --shell /bin/sh jailtest; \
-	fi; \
-	rc=0; \
-	if $(BUILD)/agent-lock doctor --engine bpf-lsm >/dev/null 2>&1; then \
-		AGENT_LOCK_VM=1 AGENT_LOCK_NATIVE=1 AGENT_LOCK_KERNEL=native bash test/guest-suite.sh || rc=1; \
-	else \
-		echo "native: bpf-lsm skipped: this kernel cannot run the BPF-LSM jail ($(BUILD)/agent-lock doctor says why); the VM matrix covers it"; \
-	fi; \
-	if $(BUILD)/agent-lock doctor --engine landlock >/dev/null 2>&1; then \
-		AGENT_LOCK_VM=1 AGENT_LOCK_NATIVE=1 AGENT_LOCK_KERNEL=native bash test/guest-suite.sh landlock || rc=1; \
-	else \
-		echo "native: landlock skipped: this kernel has no Landlock ($(BUILD)/agent-lock doctor says why)"; \
-	fi; \
-	exit $$rc
+	bash test/native.sh
 
 build:
 	$(GO) build -o $(BUILD)/agent-lock ./cmd/agent-lock

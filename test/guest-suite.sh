@@ -161,7 +161,10 @@ terminal_tests='TestCtrlCReachesTheAgent|TestClosedTerminalEndsTheSession|TestSu
 # oldest, where the daemon knows its caller by a pidfd it opens, not the
 # kernel's SO_PEERPIDFD), and natively under Landlock; its part of the
 # adversary suite is ADVERSARY_DAEMON_ON's (below).
-daemon_tests='TestDaemon|TestDaemonSocketActivation'
+daemon_tests='TestDaemon|TestDaemonSocketActivation|TestDaemonLimits'
+# agent-lock's own conduct that no kernel changes (the user's environment
+# through sudo: about 40 s a guest) runs with the terminal's tests.
+conduct_tests='TestSudoKeepsTheUsersEnvironment'
 # on LIST: whether this guest is one of LIST's (AGENT_LOCK_KERNEL).
 on() {
 	case " $1 " in *" ${AGENT_LOCK_KERNEL:-} "*) return 0 ;; esac
@@ -172,7 +175,7 @@ for bin in "${bins[@]}"; do
 	if [[ $bin == */cli.test ]]; then
 		if ! on "${TERMINAL_ON:-forky}"; then
 			echo "guest-suite: the terminal's tests run on: ${TERMINAL_ON:-forky} (and natively)"
-			cli_skip+=("$terminal_tests")
+			cli_skip+=("$terminal_tests" "$conduct_tests")
 		fi
 		if ! on "${DAEMON_ON:-bookworm}"; then
 			echo "guest-suite: the daemon's tests run on: ${DAEMON_ON:-bookworm} (and natively)"
