@@ -5,9 +5,11 @@
 # run at once: forky's guest (the longest, LANE_A) in one, bookworm's then
 # trixie's (LANE_B) in the other, and the native suites in whichever lane
 # ends first. Run one after the other, the native suites waited for the
-# longer lane while a core sat idle beside the shorter one's end: about 5
-# of CI's minutes (2026-12-06: forky 66 minutes, bookworm and trixie 71,
-# native 9.5). Run from the repository root after `make build test-bins`;
+# longer lane while a core sat idle beside the shorter one's end: the
+# saving is the lanes' difference, up to the native suites' length (about
+# 5 minutes with forky at 66 and bookworm and trixie at 71; 1.5 at a9a55e9,
+# whose lanes ended 70 and 71.5 minutes in). Run from the repository root
+# after `make build test-bins`;
 # the test binaries must not be rebuilt while guests run them.
 #
 # Exits non-zero if any lane failed; its last lines say which.
@@ -33,31 +35,26 @@ lane() {
 	lane_of[$!]=$name
 }
 
+# ended PID RC: lane PID ended with RC.
+ended() {
+	status[${lane_of[$1]}]=$2
+	echo "matrix: ${lane_of[$1]}: exit $2"
+	unset "lane_of[$1]"
+}
+
 # The kernels first, in one process: the lanes would fetch into one cache
 # at once (cached, this is a check).
 $vmtest -fetch-only -kernels="$lane_a,$lane_b" || exit 1
 
 lane "guests $lane_a" $vmtest -timeout="$timeout" -parallel=1 -kernels="$lane_a" -- bash test/guest-suite.sh
 lane "guests $lane_b" $vmtest -timeout="$timeout" -parallel=1 -kernels="$lane_b" -- bash test/guest-suite.sh
-native_ran=no
-for _ in 1 2; do
-	wait -n -p done_pid "${!lane_of[@]}"
-	rc=$?
-	status[${lane_of[$done_pid]}]=$rc
-	echo "matrix: ${lane_of[$done_pid]}: exit $rc"
-	unset "lane_of[$done_pid]"
-	if [ "$native_ran" = no ]; then
-		native_ran=yes
-		# The first lane to end hands its core to the native suites.
-		lane native $native
-	fi
-done
-# The native suites and the last lane, whichever ends last.
+# The first lane to end hands its core to the native suites.
+wait -n -p first "${!lane_of[@]}"
+ended "$first" $?
+lane native $native
 for pid in "${!lane_of[@]}"; do
 	wait "$pid"
-	rc=$?
-	status[${lane_of[$pid]}]=$rc
-	echo "matrix: ${lane_of[$pid]}: exit $rc"
+	ended "$pid" $?
 done
 
 failed=0
