@@ -20,9 +20,13 @@ struct query {
 };
 
 /*
- * named_verdict decides q's target, on the file system dev, when it is a
- * named file of its folder (returns 1) or a sibling of one (2), with q->v
- * made, else 0.
+ * named_verdict decides the target (dentry, its inode, whether the jail
+ * made it), on the file system dev, when it is a named file of its folder
+ * (NV_FILE) or a sibling of one (NV_SIBLING), else 0; the verdict's rule
+ * in the high half, and with NV_SET its class (bits 8-15) and permissions
+ * (bits 16-23). Scalars in, one word out: given a pointer into its
+ * caller's stack, the 7.x verifiers' liveness pass analyses a global
+ * function again for every caller.
  *
  * Its own global function, and the folder looked up apart from classify's
  * walk: written into classify, or into walk_step (which needs a branch on
@@ -31,22 +35,20 @@ struct query {
  * explore it once for each state classify reaches it in), a cost every
  * jailed start pays. Here it is checked once per program.
  */
-__noinline int named_verdict(struct query *q, __u32 dev)
+#define NV_FILE    1
+#define NV_SIBLING 2
+#define NV_SET     4
+__noinline __u64 named_verdict(__u64 dentry, __u64 inode_p, __u32 created, __u32 dev)
 {
 	/* Scanned here, not through named_file: one frame less on the
 	 * verifier's bound of 512 bytes for a chain of calls (program,
 	 * classify, this, the loop's callback). */
 	struct namedl l = {};
 	struct namedq *nq = &l.q;
-	struct dentry *d;
-	struct inode *inode;
-	struct verdict *v;
+	struct dentry *d = (void *)dentry;
+	struct inode *inode = (void *)inode_p;
+	__u64 r;
 
-	if (!q)
-		return 0;
-	d = (void *)q->dentry;
-	inode = (void *)q->inode;
-	v = &q->v;
 	nq->group = named_group(BPF_CORE_READ(d, d_parent), dev);
 	if (!nq->group)
 		return 0;
@@ -55,25 +57,22 @@ __noinline int named_verdict(struct query *q, __u32 dev)
 	named_scan(&l);
 	if (!nq->matched)
 		return 0;
-	v->rule = nq->rule;
-	v->named = 1;
-	if (nq->flags & RULE_WRITE) {
-		/* No P_CREATE: a sibling made as a directory (a lock) holds
-		 * nothing the grant covers. */
-		v->class = AL_CLASS_INSIDE;
-		v->perm = P_READ | P_WRITE;
-		/* A second name of an outside file: writing it writes there. */
-		if (inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG &&
-		    BPF_CORE_READ(inode, i_nlink) > 1 && !q->created)
-			v->perm = P_READ;
-	} else if (nq->flags & RULE_READ) {
-		v->class = AL_CLASS_SYSTEM;
-		v->perm = P_READ;
-	}
 	/* A sibling's name is any name: the caller applies the secret
 	 * patterns of grants to it, as to a name in a granted tree (calling
 	 * secret_name from here would make one frame too many). */
-	return nq->exact ? 1 : 2;
+	r = (nq->exact ? NV_FILE : NV_SIBLING) | (__u64)nq->rule << 32;
+	if (nq->flags & RULE_WRITE) {
+		/* No P_CREATE: a sibling made as a directory (a lock) holds
+		 * nothing the grant covers. A second name of an outside
+		 * file: writing it writes there. */
+		if (inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG &&
+		    BPF_CORE_READ(inode, i_nlink) > 1 && !created)
+			return r | NV_SET | AL_CLASS_INSIDE << 8 | P_READ << 16;
+		return r | NV_SET | AL_CLASS_INSIDE << 8 | (P_READ | P_WRITE) << 16;
+	}
+	if (nq->flags & RULE_READ)
+		return r | NV_SET | AL_CLASS_SYSTEM << 8 | P_READ << 16;
+	return r;
 }
 
 /* decide is classify's body; wq, when not 0, is the target's folder's
@@ -201,14 +200,24 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 	 * target is itself a rule root: its own rule decides. Only in cells
 	 * with named files. */
 	if (named_count && (!w.nearest || w.nearest_at > 0)) {
-		int by_name = named_verdict(q, w.dev);
+		__u64 nv = named_verdict(q->dentry, q->inode, q->created, w.dev);
+		int by_name = nv & (NV_FILE | NV_SIBLING);
+
+		if (by_name) {
+			v->rule = nv >> 32;
+			v->named = 1;
+			if (nv & NV_SET) {
+				v->class = (nv >> 8) & 0xff;
+				v->perm = (nv >> 16) & 0xff;
+			}
+		}
 
 		if (by_name == 2 && pat_count && (pat_scopes & PAT_IN_GRANTS)) {
 			struct patq pq = { .scope = PAT_IN_GRANTS };
 
 			pq.len = BPF_CORE_READ(d, d_name.len);
 			pq.name = (__u64)BPF_CORE_READ(d, d_name.name);
-			secret_name(&pq);
+			pq.matched = secret_name(pq.name, pq.len, pq.scope);
 			if (pq.matched) {
 				v->class = AL_CLASS_OUTSIDE;
 				v->perm = 0;
@@ -230,7 +239,7 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 		if (pat_count && (pat_scopes & pq.scope)) {
 			pq.len = BPF_CORE_READ(d, d_name.len);
 			pq.name = (__u64)BPF_CORE_READ(d, d_name.name);
-			secret_name(&pq);
+			pq.matched = secret_name(pq.name, pq.len, pq.scope);
 		}
 		if (pq.matched) {
 			/* Refused like a denied path: outside, named by the pattern. */
@@ -242,37 +251,31 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 	v->rule = w.nearest_id;
 	v->is_root = w.nearest_at == 0;
 	if ((w.nearest & (RULE_WRITE | RULE_SCRATCH)) && (q->need & (P_WRITE | P_CREATE))) {
-		struct protq pq = {
-			.dentry = (__u64)d,
-			.root = w.nearest_d,
-			.depth = w.nearest_at,
-			.node0 = w.nearest_prot,
-			/* The observers say every file is the jail's, for
-			 * second names; for git they keep their own account. */
-			.git = ((observe_only ? q->own : q->created) ? GV_OWN : 0) |
-			       ((w.nearest & RULE_INGIT) ? GV_IN : 0),
-		};
+		__u32 git_in = ((observe_only ? q->own : q->created) ? GV_OWN : 0) |
+			       ((w.nearest & RULE_INGIT) ? GV_IN : 0);
+		__u64 r;
 
+		/* The observers say every file is the jail's, for second
+		 * names (git_in); for git they keep their own account. */
 		if (git_names) {
-			git_place(&pq);
-			v->git = pq.git;
-			if (pq.flags) {
-				v->flags |= pq.flags;
-				if (pq.rule)
-					v->rule = pq.rule;
+			r = git_place((__u64)d, w.nearest_d, w.nearest_at, git_in, 0);
+			v->git = r & 0xff;
+			if (r & GP_PROT) {
+				v->flags |= EV_PROTECTED;
+				if (r >> 32)
+					v->rule = r >> 32;
 			}
 		}
 		if (w.nearest & RULE_PROTECT) {
-			pq.rule = 0;
-			protected(&pq);
-			v->node = pq.node;
-			if (pq.flags) {
+			r = protected((__u64)d, w.nearest_d, w.nearest_at, w.nearest_prot);
+			v->node = (__u32)r;
+			if (r & PQ_PROT) {
 				/* Inside an entry of the trie: read-only, .git
 				 * or not. */
-				v->flags |= pq.flags;
+				v->flags |= EV_PROTECTED;
 				v->git &= ~GV_GITDIR;
-				if (pq.rule)
-					v->rule = pq.rule;
+				if ((r >> 32) & 0x7fffffff)
+					v->rule = (r >> 32) & 0x7fffffff;
 			}
 		}
 	}

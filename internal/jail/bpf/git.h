@@ -162,22 +162,15 @@ static long git_step(__u32 i, struct gitw *g)
 	return 0;
 }
 
-/* What protected is asked: the target, its rule root and how far above the
- * target that root is (classify's walk), and the verdict to complete. */
-struct protq {
-	__u64 dentry;
-	__u64 root;
-	__u32 depth;
-	__u32 node0; /* the root's own trie node, PROT_NONE for none */
-	__u32 git;   /* in: GV_OWN: the jail made the target; GV_IN: the root
-	              * lies in a git directory (RULE_INGIT); out: verdict.git */
-	/* out, for the verdict (not the verdict itself: this lies on
-	 * classify's stack, and the verifier bounds a chain of calls to 512
-	 * bytes of stack) */
-	__u32 flags; /* EV_PROTECTED, or 0 */
-	__u32 rule;  /* the protected entry's, when flags says so */
-	__u32 node;  /* verdict.node */
-};
+/* protected's and git_place's answers, one word each (a global function
+ * returns one; given a pointer into its caller's stack instead, the 7.x
+ * verifiers' liveness pass analyses the callee again for every caller):
+ * protected: the target's trie node in the low half, the entry's rule in
+ * the high half when PQ_PROT; git_place: the target's GV_* in the low byte,
+ * the file's rule in the high half when GP_PROT. PQ_PROT or GP_PROT: read-only
+ * (EV_PROTECTED), by that rule (none: the path changed, fail closed). */
+#define PQ_PROT (1ULL << 63)
+#define GP_PROT (1ULL << 8)
 
 /* protected follows the target's first components below its RULE_PROTECT
  * root through the trie: inside a PROT_TREE entry the target is read-only
@@ -186,56 +179,44 @@ struct protq {
  * checked (check_name).
  * A global function, like classify and report_rep: the verifier checks it
  * once per program, not once for every state of classify that reaches it. */
-__noinline int protected(struct protq *q)
+__noinline __u64 protected(__u64 dentry, __u64 root, __u32 depth, __u32 node0)
 {
 	struct topq t = {};
-	__u32 node;
+	__u32 node = node0;
 	int k;
 
-	if (!q)
-		return 0;
-	node = q->node0;
-	q->flags = 0;
-	q->node = node;
-	if (q->depth == 0)
-		return 0;
-	t.cur = q->dentry;
-	t.root = q->root;
-	t.depth = q->depth;
-	/* A value the verifier cannot know, so that writing a slot does not
-	 * change the callback's state (fewer passes until it converges); the
-	 * walk writes every slot read below before t.ok is set. */
-	t.top[0] = t.top[1] = t.top[2] = q->dentry;
+	if (depth == 0)
+		return node;
+	t.cur = dentry;
+	t.root = root;
+	t.depth = depth;
+	/* A value the verifier cannot know (a global function's argument),
+	 * so that writing a slot does not change the callback's state (fewer
+	 * passes until it converges); the walk writes every slot read below
+	 * before t.ok is set. */
+	t.top[0] = t.top[1] = t.top[2] = dentry;
 	bpf_loop(MAX_WALK, top_step, &t, 0);
-	q->node = PROT_NONE;
-	if (!t.ok) {
+	if (!t.ok)
 		/* The path changed under us (a rename between the two walks):
 		 * fail closed, read-only as if the target were protected. */
-		q->flags = EV_PROTECTED;
-		return 0;
-	}
+		return PQ_PROT | PROT_NONE;
 	for (k = 0; k < PROT_DEPTH; k++) {
 		struct dentry *d = (void *)t.top[k];
 		struct prot *p;
 
-		if (!d || k >= q->depth)
+		if (!d || k >= depth)
 			break;
 		p = prot_child(node, d);
 		if (!p)
-			return 0;
+			return PROT_NONE;
 		node = p->node;
-		if (p->flags & PROT_TREE) {
-			q->flags = EV_PROTECTED;
-			q->rule = PROT_RULE + node;
-			return 0;
-		}
+		if (p->flags & PROT_TREE)
+			return PQ_PROT | (__u64)(PROT_RULE + node) << 32 | PROT_NONE;
 	}
-	if (q->depth <= PROT_DEPTH)
-		q->node = node;
-	return 0;
+	return depth <= PROT_DEPTH ? node : PROT_NONE;
 }
 
-/* git_place says where the target lies among git's files (q->git, GV_*),
+/* git_place says where the target lies among git's files (GV_*),
  * following git's names along its components below its writable root: in
  * a git command file (or .gitmodules) the jail did not make, the target is
  * read-only (EV_PROTECTED, named by that file); a .git the jail did not make
@@ -243,36 +224,30 @@ __noinline int protected(struct protq *q)
  * is made in it is decided by name, check_name).
  * Apart from protected, as a global function of its own: in one function the
  * verifier walked this once for every state the trie's walk left. */
-__noinline int git_place(struct protq *q)
+__noinline __u64 git_place(__u64 dentry, __u64 root, __u32 depth, __u32 git_in, __u32 zero)
 {
 	struct gitw g = {};
 	struct dentry *d;
 	__u32 git, own, cls, rule = 0, prot;
 
-	if (!q)
-		return 0;
-	own = q->git & GV_OWN;
-	d = (void *)q->dentry;
-	q->flags = 0;
-	if (q->depth > 0) {
-		g.cur = q->dentry;
-		g.left = q->depth;
-		/* Zero, read back through q, which the verifier does not
-		 * follow: unknown to it from the first pass, as after it. */
-		g.pend = g.prot = g.above = *(volatile __u32 *)&q->flags;
+	own = git_in & GV_OWN;
+	d = (void *)dentry;
+	if (depth > 0) {
+		g.cur = dentry;
+		g.left = depth;
+		/* Zero, passed by every caller: unknown to the verifier from
+		 * the first pass (a global function's argument), as after it. */
+		g.pend = g.prot = g.above = zero;
 		bpf_loop(MAX_WALK, git_step, &g, 0);
-		if (g.left || g.cur != q->root) {
+		if (g.left || g.cur != root)
 			/* Not to the root (a rename between the walks): fail
 			 * closed, read-only. */
-			q->flags = EV_PROTECTED;
-			q->git = 0;
-			return 0;
-		}
+			return GP_PROT;
 	}
 	cls = git_class(d);
 	prot = g.prot;
 	/* A root in a git directory counts as a .git above all. */
-	if (q->git & GV_IN)
+	if (git_in & GV_IN)
 		prot |= g.pend | GN_DOTGIT;
 	/* In a hooks folder only a sample is the jail's to change: the
 	 * hooks refuse making any other name there (git_make); the observers,
@@ -304,15 +279,11 @@ __noinline int git_place(struct protq *q)
 		git |= GV_PROT;
 		rule = GIT_RULE + GI_GITMODULES;
 	}
-	q->git = git;
 	if (own)
-		return 0;
-	if (git & GV_PROT) {
-		q->flags = EV_PROTECTED;
-		q->rule = rule;
-	} else if (git & GV_GITDIR) {
-		q->flags = EV_PROTECTED;
-		q->rule = GIT_RULE + GI_DOTGIT;
-	}
-	return 0;
+		return git;
+	if (git & GV_PROT)
+		return git | GP_PROT | (__u64)rule << 32;
+	if (git & GV_GITDIR)
+		return git | GP_PROT | (__u64)(GIT_RULE + GI_DOTGIT) << 32;
+	return git;
 }

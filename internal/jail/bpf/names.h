@@ -56,16 +56,14 @@ static long pat_step(__u32 i, struct patq *q)
  * sets q->matched to the pattern's index + 1.
  * A global function for the same reason as protected: bpf_loop's callback is
  * checked once here rather than for every state of classify that reaches it. */
-__noinline int secret_name(struct patq *q)
+__noinline int secret_name(__u64 name, __u32 len, __u32 scope)
 {
-	struct patq l; /* bpf_loop takes its context on this stack only */
+	struct patq l = { .name = name, .len = len, .scope = scope };
 
-	if (!q || q->len == 0 || q->len > 255)
+	if (len == 0 || len > 255)
 		return 0;
-	l = *q;
 	bpf_loop(PAT_MAX, pat_step, &l, 0);
-	q->matched = l.matched;
-	return 0;
+	return l.matched;
 }
 
 /* A name looked up among the named files of one directory. */

@@ -315,27 +315,23 @@ static __always_inline __u64 proc_link_dentry(struct plink *p)
 static __noinline int call_refused(struct call *cp)
 {
 	struct call cc = *cp;
-	struct rep r = {};
 	struct plink pl = {};
 	struct file *f;
+	__u64 d1 = 0, uname = cc.name;
 
-	r.op = cc.op;
-	r.class = AL_CLASS_OUTSIDE;
-	r.flags = EV_DENIED;
-	r.uname = cc.name;
 	pl.uname = cc.name;
-	if (proc_link(&pl) && (r.d1 = proc_link_dentry(&pl))) {
+	if (proc_link(&pl) && (d1 = proc_link_dentry(&pl))) {
 		/* Named from the link's target: the rest of the name relative to
 		 * it, or, with no rest, the target itself. */
-		r.uname = pl.rest ? cc.name + pl.rest : 0;
+		uname = pl.rest ? cc.name + pl.rest : 0;
 	} else if (cc.dirfd == AT_FDCWD) {
 		struct task_struct *t = (void *)bpf_get_current_task();
 
-		r.d1 = (__u64)BPF_CORE_READ(t, fs, pwd.dentry);
+		d1 = (__u64)BPF_CORE_READ(t, fs, pwd.dentry);
 	} else if ((f = fd_file(cc.dirfd))) {
-		r.d1 = (__u64)BPF_CORE_READ(f, f_path.dentry);
+		d1 = (__u64)BPF_CORE_READ(f, f_path.dentry);
 	}
-	report_rep(&r);
+	report_rep(rep_what(cc.op, AL_CLASS_OUTSIDE, EV_DENIED, 0), 0, d1, 0, uname);
 	return 0;
 }
 

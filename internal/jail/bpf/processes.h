@@ -200,10 +200,9 @@ static __always_inline __u64 fown_file(struct fown_struct *fown)
 SEC("lsm/file_send_sigiotask")
 int BPF_PROG(file_send_sigiotask, struct task_struct *tsk, struct fown_struct *fown, int sig)
 {
-	__u64 key;
+	__u64 key, comm[2];
 	__u32 zero = 0, *full;
 	struct fowner *o;
-	struct rep r = { .op = AL_OP_SIGNAL, .class = AL_CLASS_OUTSIDE };
 
 	if (!jail_cgroup_id || task_jailed(tsk))
 		return 0;
@@ -220,11 +219,8 @@ int BPF_PROG(file_send_sigiotask, struct task_struct *tsk, struct fown_struct *f
 			return 0;
 		return report(AL_OP_SIGNAL, AL_CLASS_OUTSIDE, 0, 0, 0, tsk->tgid, sig ? sig : SIGIO);
 	}
-	r.target_pid = tsk->tgid;
-	r.detail = sig ? sig : SIGIO;
-	r.as_tgid = o->tgid;
-	r.as_tid = o->tid;
-	r.as_uid = o->uid;
-	__builtin_memcpy(r.as_comm, o->comm, sizeof(r.as_comm));
-	return refuse(report_rep(&r));
+	/* The note as read here, in scalars (report_as). */
+	__builtin_memcpy(comm, o->comm, sizeof(comm));
+	return refuse(report_as(rep_who(tsk->tgid, sig ? sig : SIGIO), (__u64)o->tgid << 32 | o->tid,
+				o->uid, comm[0], comm[1]));
 }

@@ -51,29 +51,32 @@ static long name_step(__u32 i, void *unused)
 }
 
 /* Writes the path of dentry, relative to the root of its superblock, into
- * ev->path at offset off; Go prefixes the mount point of ev->dev. */
-static __noinline __u32 put_path(struct scratch *s, __u64 dentry, __u32 off, __u32 *flags)
+ * ev->path at offset off; Go prefixes the mount point of ev->dev. Returns
+ * the bytes written, with PUT_CUT when the path's head was cut (no pointer
+ * to the caller's flags: the 7.x verifiers' liveness pass analyses a
+ * subprogram given one again for every call). */
+#define PUT_CUT (1U << 31)
+static __noinline __u32 put_path(struct scratch *s, __u64 dentry, __u32 off)
 {
-	__u32 n, pos;
+	__u32 n, pos, cut;
 
 	s->nb_dentry = dentry;
 	s->nb_pos = PATH_BYTES;
 	s->nb_trunc = 0;
 	bpf_loop(PATH_BYTES / 2, name_step, 0, 0);
-	if (s->nb_trunc)
-		*flags |= EV_TRUNCATED;
+	cut = s->nb_trunc ? PUT_CUT : 0;
 	pos = s->nb_pos;
 	if (pos == PATH_BYTES) {
 		pos = PATH_BYTES - 1;
 		s->buf[PATH_BYTES - 1] = '/';
 	}
 	if (pos > PATH_BYTES)
-		return 0;
+		return cut;
 	n = PATH_BYTES - pos;
 	if (n > PATH_BYTES || off > PATH_BYTES)
-		return 0;
+		return cut;
 	bpf_probe_read_kernel(&s->ev.path[off], n, &s->buf[pos]);
-	return n;
+	return n | cut;
 }
 
 static __always_inline __u32 dentry_dev(__u64 dentry)
@@ -99,27 +102,38 @@ static __always_inline void dentry_id(__u64 d, __u64 *ptr, __u64 *ino, __u64 *na
  *
  * report_rep and classify are global functions: the verifier checks each
  * once, not once per call site, which keeps every program far below the
- * complexity limits of all kernels we support. Their arguments travel in
- * structs on the caller's stack, since a global function takes no kernel
- * pointers.
+ * complexity limits of all kernels we support. Their arguments are
+ * scalars, packed (rep_what, rep_who), not a struct on the caller's stack:
+ * a global function takes no kernel pointers, and given a pointer into its
+ * caller's stack the 7.x verifiers' liveness pass analyses it again for
+ * every caller (and what it calls with it).
  */
-struct rep {
-	__u32 op;
-	__u32 class;
-	__u32 flags;
-	__u32 target_pid;
-	__u32 detail;
-	__u32 rule;
-	__u64 d1;
-	__u64 d2;
-	__u64 uname; /* a user-space name: path2 is the name as the process gave it */
-	/* Who did it, when not the current process (a signal aimed earlier
-	 * and sent now, from another's context): as_tgid 0 is the current. */
-	__u32 as_tgid;
-	__u32 as_tid;
-	__u32 as_uid;
-	char as_comm[16];
-};
+/* kptr is a kernel pointer as a number, for a global function's argument:
+ * the verifier refuses a pointer there (a struct on the caller's stack
+ * carried it, until the 7.x verifiers' liveness pass made that cost an
+ * analysis of the callee per caller). One helper call, on the report's
+ * path only. */
+static __always_inline __u64 kptr(__u64 p)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), &p);
+	return v;
+}
+
+static __always_inline __u64 rep_what(__u32 op, __u32 class, __u32 flags, __u32 rule)
+{
+	return (op & 0xff) | (class & 0xff) << 8 | (flags & 0xffff) << 16 | (__u64)rule << 32;
+}
+
+static __always_inline __u64 rep_who(__u32 target_pid, __u32 detail)
+{
+	return target_pid | (__u64)detail << 32;
+}
+
+/* In repeat_check's flags: d2 is the process that aimed the signal
+ * (report_as), not a dentry. */
+#define REP_AS (1U << 15)
 
 #define RK_DENTRY 1
 #define RK_NAME 2
@@ -149,45 +163,52 @@ static __always_inline int repeat_seen(void *map, void *key, struct scratch *s)
 }
 
 /*
- * repeat_check says whether the escape r, whose verdict flags are flags,
+ * repeat_check says whether the escape (what, who, d1, d2, uname: as
+ * report_rep's, with the verdict's flags),
  * was reported less than REPEAT_NS ago: then it is counted as a repeat and
  * not reported. Otherwise the scratch's event says how many repeats its
  * report stands for, and the window starts. The key is left in the scratch
  * for repeat_forget. A global function, as report_rep: the verifier checks
  * it once, apart from report_rep's states.
  */
-__noinline int repeat_check(struct rep *r, __u32 flags)
+__noinline int repeat_check(__u64 what, __u64 who, __u64 d1, __u64 d2, __u64 uname)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, flags = (what >> 16) & 0xffff, tgid;
 	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	long n;
 
-	if (!r || !s)
+	if (!s)
 		return 0;
-	if (r->uname) {
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (flags & REP_AS) {
+		tgid = d2;
+		d2 = 0;
+		flags &= ~REP_AS;
+	}
+	if (uname) {
 		/* Zeroed first: the bytes after the name are the key's too. */
 		__builtin_memset(&s->nk, 0, sizeof(s->nk));
-		n = bpf_probe_read_user_str(s->nk.name, NAME_KEY, (const void *)r->uname);
+		n = bpf_probe_read_user_str(s->nk.name, NAME_KEY, (const void *)uname);
 		if (n <= 0 || n >= NAME_KEY)
 			return 0; /* unreadable, or perhaps cut: reported each time */
-		dentry_id(r->d1, &s->nk.d1, &s->nk.ino1, &s->nk.name1);
+		dentry_id(d1, &s->nk.d1, &s->nk.ino1, &s->nk.name1);
 		s->nk.len = n; /* with its NUL */
-		s->nk.tgid = bpf_get_current_pid_tgid() >> 32;
-		s->nk.op = r->op;
+		s->nk.tgid = tgid;
+		s->nk.op = what & 0xff;
 		s->nk.flags = flags;
 		s->rk_set = RK_NAME;
 		return repeat_seen(&name_repeats, &s->nk, s);
 	}
 	__builtin_memset(&s->rk, 0, sizeof(s->rk));
-	dentry_id(r->d1, &s->rk.d1, &s->rk.ino1, &s->rk.name1);
-	dentry_id(r->d2, &s->rk.d2, &s->rk.ino2, &s->rk.name2);
-	s->rk.tgid = r->as_tgid ? r->as_tgid : bpf_get_current_pid_tgid() >> 32;
-	s->rk.op = r->op;
-	s->rk.class = r->class;
+	dentry_id(d1, &s->rk.d1, &s->rk.ino1, &s->rk.name1);
+	dentry_id(d2, &s->rk.d2, &s->rk.ino2, &s->rk.name2);
+	s->rk.tgid = tgid;
+	s->rk.op = what & 0xff;
+	s->rk.class = (what >> 8) & 0xff;
 	s->rk.flags = flags;
-	s->rk.rule = r->rule;
-	s->rk.target_pid = r->target_pid;
-	s->rk.detail = r->detail;
+	s->rk.rule = what >> 32;
+	s->rk.target_pid = (__u32)who;
+	s->rk.detail = who >> 32;
 	s->rk_set = RK_DENTRY;
 	return repeat_seen(&repeats, &s->rk, s);
 }
@@ -211,19 +232,16 @@ __noinline int repeat_forget(void)
 	return 0;
 }
 
-__noinline int report_rep(struct rep *r)
+/* report_body is report_rep's and report_as's: as_ids, when not 0, is the
+ * process that aimed a signal now sent (file_send_sigiotask), whom the
+ * report names: its tgid in the high half, its thread in the low; as_uid
+ * its user, comm0 and comm1 its name's two halves. */
+static __always_inline int report_body(__u64 what, __u64 who, __u64 d1, __u64 d2, __u64 uname,
+				       __u64 as_ids, __u64 as_uid, __u64 comm0, __u64 comm1)
 {
-	__u32 zero = 0, n1 = 0, n2 = 0, flags;
-	__u64 d1, d2, uname;
+	__u32 zero = 0, n1 = 0, n2 = 0, flags = (what >> 16) & 0xffff;
 	struct scratch *s;
 	__u64 id = bpf_get_current_pid_tgid();
-
-	if (!r)
-		return 1;
-	flags = r->flags;
-	d1 = r->d1;
-	d2 = r->d2;
-	uname = r->uname;
 
 	if (!(flags & EV_INBOUNDS)) {
 		count(CNT_ESCAPES);
@@ -244,34 +262,42 @@ __noinline int report_rep(struct rep *r)
 	s->rk_set = 0;
 	/* No variable for "coalesced" past this point: one live to the end
 	 * would double the states the verifier walks through the rest. */
-	if (!(flags & EV_INBOUNDS) && repeat_check(r, flags))
+	if (!(flags & EV_INBOUNDS) &&
+	    repeat_check(as_ids ? (what & ~(0xffffULL << 16)) | (__u64)(flags | REP_AS) << 16
+				: (what & ~(0xffffULL << 16)) | (__u64)flags << 16,
+			 who, d1, as_ids ? as_ids >> 32 : d2, uname))
 		goto out;
-	if (r->as_tgid) {
-		s->ev.pid = r->as_tgid;
-		s->ev.tid = r->as_tid;
-		s->ev.uid = r->as_uid;
-		__builtin_memcpy(s->ev.comm, r->as_comm, sizeof(s->ev.comm));
+	if (as_ids) {
+		s->ev.pid = as_ids >> 32;
+		s->ev.tid = (__u32)as_ids;
+		s->ev.uid = as_uid;
+		__builtin_memcpy(s->ev.comm, &comm0, 8);
+		__builtin_memcpy(s->ev.comm + 8, &comm1, 8);
 	} else {
 		s->ev.pid = id >> 32;
 		s->ev.tid = (__u32)id;
 		s->ev.uid = (__u32)bpf_get_current_uid_gid();
 		bpf_get_current_comm(s->ev.comm, sizeof(s->ev.comm));
 	}
-	s->ev.op = r->op;
-	s->ev.class = r->class;
-	s->ev.target_pid = r->target_pid;
-	s->ev.detail = r->detail;
-	s->ev.rule = r->rule;
+	s->ev.op = what & 0xff;
+	s->ev.class = (what >> 8) & 0xff;
+	s->ev.target_pid = (__u32)who;
+	s->ev.detail = who >> 32;
+	s->ev.rule = what >> 32;
 	s->ev.dev = 0;
 	s->ev.dev2 = 0;
 	if (d1) {
 		s->ev.dev = dentry_dev(d1);
-		n1 = put_path(s, d1, 0, &flags);
+		n1 = put_path(s, d1, 0);
+		flags |= (n1 & PUT_CUT) >> 29; /* EV_TRUNCATED */
+		n1 &= ~PUT_CUT;
 	}
 	if (d2 && n1 <= PATH_BYTES) {
 		s->ev.dev2 = dentry_dev(d2);
 		flags |= EV_PATH2;
-		n2 = put_path(s, d2, n1, &flags);
+		n2 = put_path(s, d2, n1);
+		flags |= (n2 & PUT_CUT) >> 29; /* EV_TRUNCATED */
+		n2 &= ~PUT_CUT;
 	} else if (uname && n1 <= PATH_BYTES) {
 		__u32 len = s->nk.len;
 		long n;
@@ -314,6 +340,20 @@ lost:
 	repeat_forget();
 out:
 	return (flags & EV_DENIED) ? 1 : 0;
+}
+
+__noinline int report_rep(__u64 what, __u64 who, __u64 d1, __u64 d2, __u64 uname)
+{
+	return report_body(what, who, d1, d2, uname, 0, 0, 0, 0);
+}
+
+/* report_as reports a signal refused at delivery (who: its target and
+ * number), naming the process of the cell that aimed it, as the signal
+ * owners' note the hook read holds it (report_body's as_*). */
+__noinline int report_as(__u64 who, __u64 ids, __u64 uid, __u64 comm0, __u64 comm1)
+{
+	return report_body(rep_what(AL_OP_SIGNAL, AL_CLASS_OUTSIDE, 0, 0), who, 0, 0, 0,
+			   ids, uid, comm0, comm1);
 }
 
 /* In-bounds opens are streamed as a sample for the live view: at most one per
@@ -365,8 +405,5 @@ static __always_inline int refuse_file(int denied)
 static __always_inline int report(__u32 op, __u32 class, __u32 flags, __u64 d1, __u64 d2,
 				  __u32 target_pid, __u32 detail)
 {
-	struct rep r = { .op = op, .class = class, .flags = flags, .target_pid = target_pid,
-			 .detail = detail, .d1 = d1, .d2 = d2 };
-
-	return refuse(report_rep(&r));
+	return refuse(report_rep(rep_what(op, class, flags, 0), rep_who(target_pid, detail), kptr(d1), kptr(d2), 0));
 }

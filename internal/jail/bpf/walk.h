@@ -31,10 +31,7 @@ struct verdict {
 /* report_v reports a file decision with what classify said about it. */
 static __always_inline int report_v(__u32 op, struct verdict *v, __u32 flags, __u64 d1, __u64 d2)
 {
-	struct rep r = { .op = op, .class = v->class, .flags = v->flags | flags,
-			 .rule = v->rule, .d1 = d1, .d2 = d2 };
-
-	return refuse_file(report_rep(&r));
+	return refuse_file(report_rep(rep_what(op, v->class, v->flags | flags, v->rule), 0, kptr(d1), kptr(d2), 0));
 }
 
 struct walk {
