@@ -145,7 +145,18 @@ func (r *run) open(ctx context.Context) error {
 		return fail(ExitFailed, err)
 	}
 	r.cell = c
-	r.later(c.close)
+	// The reaper lets go after the cell has closed: its copies of the
+	// links are then the last, and the kernel's detach (for each hook an
+	// RCU-tasks grace period, one hook after another under ftrace's lock:
+	// about 7 s a session under emulation) runs in the reaper, after this
+	// session has ended, not before the user's prompt comes back.
+	var releaseReaper func()
+	r.later(func() {
+		c.close()
+		if releaseReaper != nil {
+			releaseReaper()
+		}
+	})
 
 	// The live self-test: a program that loads but never fires is not a
 	// jail, so prove it refuses (or, in audit, reports) before the agent runs.
@@ -163,11 +174,9 @@ func (r *run) open(ctx context.Context) error {
 	if err != nil {
 		return fail(ExitFailed, err)
 	}
-	release, err := startReaper(c.cg.Path, append(links, netLinks...))
-	if err != nil {
+	if releaseReaper, err = startReaper(c.cg.Path, append(links, netLinks...)); err != nil {
 		return fail(ExitFailed, err)
 	}
-	r.later(release)
 	return nil
 }
 
