@@ -136,6 +136,9 @@ type About struct {
 	// LoadTime is how long the kernel took to load and verify the
 	// programs.
 	LoadTime time.Duration
+	// Steps are the engine's opening, in order (report.Step): the load
+	// and what follows it.
+	Steps []report.Step
 }
 
 // GitScope is where gitcheck looks.

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/kernel"
+	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/spec"
 	"github.com/agent-lock/agent-lock/internal/verdict"
 )
@@ -174,8 +175,9 @@ type Jail struct {
 	// sealed are the rule roots the kernel sealed (no denial above).
 	sealed []string
 	// loadTime is how long the kernel took to load and verify the
-	// programs (and create the maps): most of agent-lock's start.
-	loadTime time.Duration
+	// programs (and create the maps): most of agent-lock's start;
+	// attachTime and registerTime the two steps after it.
+	loadTime, attachTime, registerTime time.Duration
 	// pins hold every granted root open, so that its inode, which the
 	// kernel's rule names by address (struct rule.inode), is not freed
 	// while the cell runs; LinkFiles passes duplicates to the reaper.
@@ -390,6 +392,7 @@ func Load(cfg Config) (*Jail, error) {
 	for id, name := range patNames {
 		j.rules[id] = name
 	}
+	attaching := time.Now()
 	// Attach before registering: registration goes through file_open. No
 	// process is jailed yet, and an empty rule map denies everything, so
 	// there is no moment at which the cell is open.
@@ -430,6 +433,8 @@ func Load(cfg Config) (*Jail, error) {
 			return nil, err
 		}
 	}
+	j.attachTime = time.Since(attaching)
+	registering := time.Now()
 	rules := cfgRules
 	if cfg.Observe {
 		for _, r := range cfgRules {
@@ -461,6 +466,7 @@ func Load(cfg Config) (*Jail, error) {
 		j.Close()
 		return nil, err
 	}
+	j.registerTime = time.Since(registering)
 	return j, nil
 }
 
@@ -743,6 +749,14 @@ func (j *Jail) Sealed() []string { return slices.Clone(j.sealed) }
 
 // LoadTime is how long the kernel took to load and verify the programs.
 func (j *Jail) LoadTime() time.Duration { return j.loadTime }
+
+// Steps are the load and what followed it: attaching the programs (and
+// pinning them), then registering the rules through file_open and
+// opening the event ring.
+func (j *Jail) Steps() []report.Step {
+	return []report.Step{{Name: "load", Time: j.loadTime}, {Name: "attach", Time: j.attachTime},
+		{Name: "register", Time: j.registerTime}}
+}
 
 // KillSeq is how many times cgroup.kill was written in the cgroup of the
 // process that loaded the jail, as the kernel counts it: 0 where it does not

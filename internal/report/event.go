@@ -54,12 +54,29 @@ type Start struct {
 	// LoadTime is how long the kernel took to load and verify the
 	// engine's programs (the BPF engines; 0 for Landlock).
 	LoadTime time.Duration
+	// Steps are where the start went, in order, from agent-lock's own
+	// start to the agent's exec (Step).
+	Steps []Step
 	// AgentLockPID and AgentLockStart name the agent-lock process that
 	// records the session: its pid and its start time in clock ticks
 	// since boot (/proc/PID/stat), so that a reader can tell a session
 	// whose agent-lock was killed from one still running.
 	AgentLockPID   int
 	AgentLockStart uint64
+}
+
+// Step is one step of a session's start and how long it took. A session
+// under the BPF LSM records, in order: plan (the policy, resolved as the
+// user, and the kernel's facts), cgroup (the cell's cgroup and the kill
+// count matched by a trial, after the engine's checks), network (the network cell's programs and its
+// self-test), load (the kernel loading and verifying the engine's
+// programs), attach, register (the rules, through the kernel), engine (the
+// rest of the engine's opening), self_test (a process of the cell refused
+// and reported), reaper, exec (the agent started into the cell). The
+// Landlock engine's load, attach and register are its observers'.
+type Step struct {
+	Name string
+	Time time.Duration
 }
 
 // Event is one out-of-bounds operation as the kernel reported it, or (with

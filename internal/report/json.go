@@ -37,8 +37,22 @@ type jsonStart struct {
 	Limits    []string   `json:"limits,omitempty"`
 	Profiles  []string   `json:"profiles,omitempty"`
 	LoadNS    int64      `json:"load_ns,omitempty"`
+	Steps     []jsonStep `json:"start_steps,omitempty"`
 	ALPID     int        `json:"agent_lock_pid,omitempty"`
 	ALStart   uint64     `json:"agent_lock_start,omitempty"`
+}
+
+type jsonStep struct {
+	Step string `json:"step"`
+	NS   int64  `json:"ns"`
+}
+
+func jsonSteps(steps []Step) []jsonStep {
+	var js []jsonStep
+	for _, s := range steps {
+		js = append(js, jsonStep{Step: s.Name, NS: s.Time.Nanoseconds()})
+	}
+	return js
 }
 
 type jsonEvent struct {
@@ -195,6 +209,7 @@ func (j *jsonWriter) Start(s Start) error {
 		Limits:    s.Limits,
 		Profiles:  s.Profiles,
 		LoadNS:    s.LoadTime.Nanoseconds(),
+		Steps:     jsonSteps(s.Steps),
 		ALPID:     s.AgentLockPID,
 		ALStart:   s.AgentLockStart,
 	})
@@ -434,6 +449,9 @@ func (js jsonStart) model() (Start, error) {
 	s.Limits = js.Limits
 	s.Profiles = js.Profiles
 	s.LoadTime = time.Duration(js.LoadNS)
+	for _, st := range js.Steps {
+		s.Steps = append(s.Steps, Step{Name: st.Step, Time: time.Duration(st.NS)})
+	}
 	s.AgentLockPID, s.AgentLockStart = js.ALPID, js.ALStart
 	if s.TmpDir, err = raw("tmpdir", js.TmpDir, js.TmpDirB64); err != nil {
 		return Start{}, err

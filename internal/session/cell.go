@@ -17,6 +17,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/netcell"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/verdict"
 )
 
@@ -26,6 +27,9 @@ type cell struct {
 	net  *netcell.Cell // the cell's network (net.go)
 	eng  engine.Cell
 	warn warner
+	// steps are the opening's (report.Step): cgroup, network, then the
+	// engine's own and the rest of its opening.
+	steps []report.Step
 }
 
 // Engines.
@@ -60,6 +64,8 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 	if err != nil {
 		return nil, err
 	}
+	var steps []report.Step
+	step := stepper(&steps, time.Now())
 	// What the engine refuses before anything is made.
 	s.Warn = warn
 	if err := eng.Check(facts, s); err != nil {
@@ -74,10 +80,12 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 	// which the engine's programs would (rightly) refuse; and so, first,
 	// the kill count that would kill it at birth (matchKills).
 	err = cg.matchKillsByTrial()
+	step("cgroup")
 	var nc *netcell.Cell
 	if err == nil {
 		nc, err = openNet(cg, np, s.Audit, warn)
 	}
+	step("network")
 	if err != nil {
 		cg.Close()
 		os.Remove(cg.Path)
@@ -93,7 +101,30 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 		os.Remove(cg.Path)
 		return nil, err
 	}
-	return &cell{cg: cg, net: nc, eng: ec, warn: warn}, nil
+	// The engine's own steps, and what it did besides them.
+	opened := step("")
+	for _, st := range ec.About().Steps {
+		steps = append(steps, st)
+		opened -= st.Time
+	}
+	steps = append(steps, report.Step{Name: "engine", Time: max(opened, 0)})
+	return &cell{cg: cg, net: nc, eng: ec, warn: warn, steps: steps}, nil
+}
+
+// stepper times a start's steps into steps: each call ends the step
+// begun at the last (or at stepper's) and, named, records it; it returns
+// the step's time.
+func stepper(steps *[]report.Step, from time.Time) func(name string) time.Duration {
+	last := from
+	return func(name string) time.Duration {
+		now := time.Now()
+		d := now.Sub(last)
+		last = now
+		if name != "" {
+			*steps = append(*steps, report.Step{Name: name, Time: d})
+		}
+		return d
+	}
 }
 
 // events are the engine's reports.

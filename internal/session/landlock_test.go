@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -79,6 +80,7 @@ func TestLandlockEngine(t *testing.T) {
 		switch {
 		case r.Start != nil:
 			engine = r.Start.Engine
+			checkSteps(t, r.Start, recs)
 		case r.Event != nil:
 			if r.Event.Path == secret && r.Event.Op == "read" && r.Event.Verdict == report.Blocked {
 				blocked = true
@@ -106,12 +108,38 @@ func TestLandlockEngine(t *testing.T) {
 		if r.Start == nil {
 			continue
 		}
+		checkSteps(t, r.Start, recs)
 		inVM := os.Getenv("AGENT_LOCK_VM") == "1" && os.Getenv("AGENT_LOCK_NATIVE") != "1"
 		if inVM && r.Start.Engine != "bpf-lsm" {
 			t.Errorf("auto picked %q in a VM that runs the BPF LSM", r.Start.Engine)
 		}
 		t.Logf("auto picked %s", r.Start.Engine)
 	}
+}
+
+// checkSteps: the start record says where the start went, every step in
+// order (report.Step), the load taking time (both engines load programs:
+// the Landlock engine its observers), and all of them within the session.
+func checkSteps(t *testing.T, start *report.Start, recs []report.Record) {
+	t.Helper()
+	want := []string{"plan", "cgroup", "network", "load", "attach", "register", "engine", "self_test", "reaper", "exec"}
+	var names []string
+	var sum time.Duration
+	for _, s := range start.Steps {
+		names = append(names, s.Name)
+		if s.Time < 0 || s.Name == "load" && s.Time == 0 {
+			t.Errorf("start step %s took %v", s.Name, s.Time)
+		}
+		sum += s.Time
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("start steps %q, want %q", names, want)
+	}
+	end := recs[len(recs)-1]
+	if end.Summary == nil || sum > end.Summary.Time.Sub(start.Time) {
+		t.Errorf("start steps %+v: %v in all, more than the session from its start to its summary (%+v)", start.Steps, sum, end.Summary)
+	}
+	t.Logf("start steps: %+v", start.Steps)
 }
 
 // TestLandlockTripwire: under the Landlock engine the agent may change the

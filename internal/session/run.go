@@ -33,6 +33,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		o.Getenv = os.Getenv
 	}
 	r := &run{o: o, began: time.Now(), warn: newWarner(o.Warnings)}
+	r.step = stepper(&r.steps, r.began)
 	defer r.close()
 	if err := r.open(ctx); err != nil {
 		return 0, err
@@ -67,6 +68,9 @@ type run struct {
 	// releaseTerminal gives the terminal back to agent-lock.
 	releaseTerminal func()
 	opens           sampler
+	// steps are where the start went (report.Step); step ends one.
+	steps []report.Step
+	step  func(name string) time.Duration
 }
 
 func (r *run) later(f func()) { r.undo = append(r.undo, f) }
@@ -140,10 +144,13 @@ func (r *run) open(ctx context.Context) error {
 	if s.Rules, err = userRules(r.pol, agent.ID()); err != nil {
 		return fail(ExitFailed, fmt.Errorf("resolve the cell's paths as %s: %w", agent.Name, err))
 	}
+	r.step("plan")
 	c, err := openEngine(r.facts, o.Engine, s, r.plan.Net, warn)
 	if err != nil {
 		return fail(ExitFailed, err)
 	}
+	r.step("")
+	r.steps = append(r.steps, c.steps...)
 	r.cell = c
 	// The reaper lets go after the cell has closed: its copies of the
 	// links are then the last, and the kernel's detach (for each hook an
@@ -163,6 +170,7 @@ func (r *run) open(ctx context.Context) error {
 	if err := c.probe(ctx, o.Audit); err != nil {
 		return fail(ExitFailed, fmt.Errorf("self-test failed, not starting the agent: %w", err))
 	}
+	r.step("self_test")
 	if r.baseline, err = c.counters(); err != nil {
 		return fail(ExitFailed, err)
 	}
@@ -177,6 +185,7 @@ func (r *run) open(ctx context.Context) error {
 	if releaseReaper, err = startReaper(c.cg.Path, append(links, netLinks...)); err != nil {
 		return fail(ExitFailed, err)
 	}
+	r.step("reaper")
 	return nil
 }
 
@@ -239,6 +248,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		// The kernel may have refused the exec: say what it reported.
 		return nil, nil, fail(code, fmt.Errorf("%s: %w", argv[0], err))
 	}
+	r.step("exec")
 	r.agentPgid.Store(int64(cmd.Process.Pid))
 	c.eng.Started(cmd.Process.Pid)
 
@@ -253,7 +263,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		Time: r.began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
 		Kernel: r.facts.Release, Engine: about.Name, Limits: about.Limits, TmpDir: r.pol.TmpDir, WithheldEnv: withheld,
-		Profiles: r.plan.Profiles.Profiles, LoadTime: about.LoadTime,
+		Profiles: r.plan.Profiles.Profiles, LoadTime: about.LoadTime, Steps: r.steps,
 	})
 	c.eng.Reporting(o.Report)
 	return cmd, done, nil

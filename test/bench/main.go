@@ -744,6 +744,8 @@ func summaryAfter(res testenv.Result, re *regexp.Regexp) (time.Duration, error) 
 // against starting the same command directly.
 func (b *bench) startup(ctx context.Context, kernel string) error {
 	var direct, jailed, tails, loads []time.Duration
+	var names []string
+	steps := map[string][]time.Duration{}
 	for range b.c.repeat {
 		t0 := time.Now()
 		res := b.r.Unjailed(ctx, []string{b.worker, "-worker", "now"}, b.dir, filepath.Join(b.r.User.Home, "tmp"))
@@ -768,12 +770,27 @@ func (b *bench) startup(ctx context.Context, kernel string) error {
 			return fmt.Errorf("the report's start has no load time (load_ns)")
 		}
 		loads = append(loads, time.Duration(res.Report.Start.LoadNS))
+		if len(res.Report.Start.Steps) == 0 {
+			return fmt.Errorf("the report's start has no steps (start_steps)")
+		}
+		for _, s := range res.Report.Start.Steps {
+			if _, ok := steps[s.Name]; !ok {
+				names = append(names, s.Name)
+			}
+			steps[s.Name] = append(steps[s.Name], time.Duration(s.NS))
+		}
 	}
 	b.idleTail = median(tails)
 	fmt.Printf("startup: direct %v, under agent-lock %v, of which the kernel loading and verifying its programs %v (medians of %d)\n",
 		round(median(direct)), round(median(jailed)), round(median(loads)), len(jailed))
-	fmt.Printf("BENCH kernel=%s workload=startup direct_ns=%d agent_lock_ns=%d load_ns=%d ratio=%.1f\n",
-		kernel, median(direct), median(jailed), median(loads), float64(median(jailed))/float64(median(direct)))
+	var words, fields []string
+	for _, n := range names {
+		words = append(words, fmt.Sprintf("%s %v", n, round(median(steps[n]))))
+		fields = append(fields, fmt.Sprintf("step_%s_ns=%d", n, median(steps[n])))
+	}
+	fmt.Printf("startup steps (medians): %s\n", strings.Join(words, ", "))
+	fmt.Printf("BENCH kernel=%s workload=startup direct_ns=%d agent_lock_ns=%d load_ns=%d ratio=%.1f %s\n",
+		kernel, median(direct), median(jailed), median(loads), float64(median(jailed))/float64(median(direct)), strings.Join(fields, " "))
 	return nil
 }
 

@@ -42,6 +42,7 @@ type Record struct {
 	Dir    string `json:"dir"`
 	TmpDir string `json:"tmpdir"`
 	LoadNS int64  `json:"load_ns"`
+	Steps  []Step `json:"start_steps"`
 
 	// summary
 	ExitCode *int   `json:"exit_code"`
@@ -50,6 +51,12 @@ type Record struct {
 	Escapes  int64  `json:"escapes"`
 	Lost     int64  `json:"lost"`
 	Hooks    []Hook `json:"hooks"`
+}
+
+// Step is one step of a session's start (report.Step).
+type Step struct {
+	Name string `json:"step"`
+	NS   int64  `json:"ns"`
 }
 
 // Hook is one program's runs and time, in a summary written while the

@@ -90,7 +90,7 @@ type cell struct {
 }
 
 func (c *cell) About() engine.About {
-	a := engine.About{Name: Name, LoadTime: c.j.LoadTime()}
+	a := engine.About{Name: Name, LoadTime: c.j.LoadTime(), Steps: c.j.Steps()}
 	if c.onlyOpen {
 		a.Name = FileOpenOnlyName
 		a.Limits = []string{"only open(2) is decided (the benchmarks' one-hook reference): every other door is open"}

@@ -164,7 +164,7 @@ func unprotected(rules []spec.Rule) []spec.Rule {
 }
 
 func (c *cell) About() engine.About {
-	return engine.About{Name: fmt.Sprintf("%s (ABI %d)", Name, c.abi), LoadTime: c.j.LoadTime(),
+	return engine.About{Name: fmt.Sprintf("%s (ABI %d)", Name, c.abi), LoadTime: c.j.LoadTime(), Steps: c.j.Steps(),
 		Limits: append(landlock.Limits(c.abi), auditLimit(c.noAudit))}
 }
 
