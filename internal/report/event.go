@@ -52,7 +52,7 @@ type Start struct {
 	// because they look like credentials (names only, never values).
 	WithheldEnv []string
 	// LoadTime is how long the kernel took to load and verify the
-	// engine's programs (the BPF engines; 0 for Landlock).
+	// engine's programs (the Landlock engine's: its observers).
 	LoadTime time.Duration
 	// Steps are where the start went, in order, from agent-lock's own
 	// start to the agent's exec (Step).
@@ -65,15 +65,19 @@ type Start struct {
 	AgentLockStart uint64
 }
 
-// Step is one step of a session's start and how long it took. A session
-// under the BPF LSM records, in order: plan (the policy, resolved as the
-// user, and the kernel's facts), cgroup (the cell's cgroup and the kill
-// count matched by a trial, after the engine's checks), network (the network cell's programs and its
-// self-test), load (the kernel loading and verifying the engine's
-// programs), attach, register (the rules, through the kernel), engine (the
-// rest of the engine's opening), self_test (a process of the cell refused
-// and reported), reaper, exec (the agent started into the cell). The
-// Landlock engine's load, attach and register are its observers'.
+// Step is one step of a session's start and how long it took, from the
+// session's start (agent-lock's own process start not included) to the
+// agent's exec. A session records, in order: plan (the policy, resolved
+// as the user, the kernel's facts, the private TMPDIR), cgroup (the
+// engine's checks, ended sessions' cells swept, the cell's cgroup and the
+// kill count matched by a trial), network (the network cell's programs
+// and its self-test), load (the kernel loading and verifying the engine's
+// programs), attach, register (the rules, through the kernel; the event
+// ring), engine (the rest of the engine's opening), self_test (a process
+// of the cell refused and reported), reaper, exec (the agent started into
+// the cell). The Landlock engine's load, attach and register are its
+// observers'. When auto falls back to Landlock, bpf_lsm_refused follows
+// plan: the BPF LSM attempt the kernel refused.
 type Step struct {
 	Name string
 	Time time.Duration

@@ -57,21 +57,24 @@ func Reap(cgroupPath string) int {
 	if err := killCgroup(cgroupPath, 30*time.Second); err != nil {
 		// The pins stay: the cell stays closed until a later sweep.
 		fmt.Fprintf(os.Stderr, "agent-lock reaper: %v\n", err)
+		quiet()
 		return 1
 	}
 	if base := pinBase(); base != "" {
 		os.RemoveAll(filepath.Join(base, filepath.Base(cgroupPath)))
 		os.RemoveAll(filepath.Join(base, filepath.Base(cgroupPath)+netPinSuffix))
 	}
-	// The cell is empty: what is left is the detach, seconds of the
-	// kernel's when the session has let go of its copies first (run.open),
-	// on this process's exit. Its standard streams go first, so that
-	// whoever reads agent-lock's output to its end (a pipe, a test) is not
-	// kept waiting for it.
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		for fd := 0; fd <= 2; fd++ {
-			unix.Dup2(int(null.Fd()), fd)
-		}
-	}
+	quiet()
 	return 0
+}
+
+// quiet puts standard error (standard input and output are /dev/null
+// already: startReaper) on /dev/null before the reaper exits: what is left
+// is the detach, seconds of the kernel's when the session has let go of
+// its copies first (run.open), on this process's exit, and whoever reads
+// agent-lock's output to its end (a pipe, a test) is not to wait for it.
+func quiet() {
+	if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		unix.Dup2(int(null.Fd()), 2)
+	}
 }

@@ -529,11 +529,16 @@ func openEngine(facts kernel.Facts, name string, s engine.Spec, net netpolicy.Po
 	if name != "" && name != EngineAuto {
 		return openCell(facts, name, s, net, warn)
 	}
+	tried := time.Now()
 	c, err := openCell(facts, EngineBPF, s, net, warn)
 	if err == nil || !errors.Is(err, engine.ErrNotSupported) || s.Audit || facts.LandlockABI == 0 {
 		return c, err
 	}
-	return openCell(facts, EngineLandlock, s, net, warn)
+	refused := report.Step{Name: "bpf_lsm_refused", Time: time.Since(tried)}
+	if c, err = openCell(facts, EngineLandlock, s, net, warn); err == nil {
+		c.steps = append([]report.Step{refused}, c.steps...)
+	}
+	return c, err
 }
 
 // AutoEngine is the engine --engine auto picks on this kernel, and why.
