@@ -936,3 +936,6 @@ func kernelIsX86() bool {
 	}
 	return unix.ByteSliceToString(u.Machine[:]) == "x86_64"
 }
+
+// Object is the BPF object the programs are loaded from.
+func Object() []byte { return _JailBytes }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/test/testenv"
@@ -361,5 +362,79 @@ func TestLandlockTerminals(t *testing.T) {
 	b := make([]byte, 256)
 	if k, _ := unix.Read(fd, b); k > 0 && strings.Contains(string(b[:k]), "inject") {
 		t.Errorf("the other terminal received %q", b[:k])
+	}
+}
+
+// TestAutoRemembersARefusal: where the kernel lists bpf as an active LSM
+// but refuses the BPF LSM's programs (this build machine's kernel), auto's
+// first session of a boot tries them, falls back to Landlock and remembers
+// the refusal; the next goes to Landlock at once; a mark of another boot
+// is not believed. Natively only: every kernel of the matrix runs the
+// programs.
+func TestAutoRemembersARefusal(t *testing.T) {
+	testenv.NeedVM(t)
+	facts, err := kernel.Probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("AGENT_LOCK_NATIVE") != "1" || !facts.BPFInLSM || facts.LandlockABI == 0 {
+		t.Skip("needs a kernel that lists bpf as an active LSM and has Landlock, natively (make native)")
+	}
+	const mark = "/run/agent-lock/bpf-lsm-refused"
+	if kept, err := os.ReadFile(mark); err == nil {
+		t.Cleanup(func() { os.WriteFile(mark, kept, 0o644) })
+	} else {
+		t.Cleanup(func() { os.Remove(mark) })
+	}
+	bin := testenv.AgentLockBin(t)
+	_, dir := testenv.ProjectDir(t, 4242)
+	// session runs one session with auto and returns its start record.
+	session := func() *report.Start {
+		t.Helper()
+		rep := testenv.ReportPath(t, 4242)
+		cmd := exec.Command(bin, "--headless", "--report", rep, dir, "--", "true")
+		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("agent-lock: %v\n%s", err, b)
+		}
+		f, err := os.Open(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var start *report.Start
+		report.Read(f, func(r report.Record) error {
+			if r.Start != nil {
+				start = r.Start
+			}
+			return nil
+		})
+		if start == nil {
+			t.Fatal("no start record")
+		}
+		return start
+	}
+	tried := func(s *report.Start) bool {
+		return slices.ContainsFunc(s.Steps, func(st report.Step) bool { return st.Name == "bpf_lsm_refused" })
+	}
+
+	os.Remove(mark)
+	first := session()
+	if first.Engine == "bpf-lsm" {
+		t.Skip("this kernel runs the BPF LSM's programs: nothing to remember")
+	}
+	if !tried(first) {
+		t.Errorf("with no mark, auto did not try the BPF LSM: steps %+v", first.Steps)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("the refusal was not remembered: %v", err)
+	}
+	second := session()
+	if tried(second) || !strings.HasPrefix(second.Engine, "landlock") {
+		t.Errorf("after a refusal in this boot, auto tried the BPF LSM again (engine %s, steps %+v)", second.Engine, second.Steps)
+	}
+	os.WriteFile(mark, []byte("boot 00000000-0000-0000-0000-000000000000 programs 00\n"), 0o644)
+	if third := session(); !tried(third) {
+		t.Errorf("a mark of another boot was believed: steps %+v", third.Steps)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/engine"
+	"github.com/agent-lock/agent-lock/internal/engine/bpflsm"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
@@ -522,18 +523,24 @@ func terminal(f *os.File) (rdevs []uint32, paths []string) {
 }
 
 // openEngine opens the cell with the engine asked for. Auto takes the BPF
-// LSM where this kernel runs its programs and Landlock where it does not;
-// a cell that cannot be opened with either is an error, never a run
-// without one.
+// LSM where this kernel runs its programs and Landlock where it does not
+// (at once where it refused them earlier in this boot: bpflsm's
+// RememberRefusal); a cell that cannot be opened with either is an error,
+// never a run without one.
 func openEngine(facts kernel.Facts, name string, s engine.Spec, net netpolicy.Policy, warn warner) (*cell, error) {
 	if name != "" && name != EngineAuto {
 		return openCell(facts, name, s, net, warn)
 	}
+	fallback := !s.Audit && facts.LandlockABI > 0
+	if fallback && bpflsm.RefusedThisBoot() {
+		return openCell(facts, EngineLandlock, s, net, warn)
+	}
 	tried := time.Now()
 	c, err := openCell(facts, EngineBPF, s, net, warn)
-	if err == nil || !errors.Is(err, engine.ErrNotSupported) || s.Audit || facts.LandlockABI == 0 {
+	if err == nil || !errors.Is(err, engine.ErrNotSupported) || !fallback {
 		return c, err
 	}
+	bpflsm.RememberRefusal()
 	refused := report.Step{Name: "bpf_lsm_refused", Time: time.Since(tried)}
 	if c, err = openCell(facts, EngineLandlock, s, net, warn); err == nil {
 		c.steps = append([]report.Step{refused}, c.steps...)
@@ -558,6 +565,12 @@ func AutoEngine(ctx context.Context, f kernel.Facts) (pick, why string) {
 			"or sudo agent-lock policy, tries), else landlock (ABI %d)", abi)
 	}
 	err := SelfTest(ctx, f, EngineBPF)
+	// What sessions' auto goes by for the rest of this boot.
+	if err == nil {
+		bpflsm.ForgetRefusal()
+	} else if errors.Is(err, engine.ErrNotSupported) {
+		bpflsm.RememberRefusal()
+	}
 	switch {
 	case err == nil:
 		return EngineBPF, "its programs loaded and refused a test open here"
