@@ -365,13 +365,13 @@ func TestLandlockTerminals(t *testing.T) {
 	}
 }
 
-// TestAutoRemembersARefusal: where the kernel lists bpf as an active LSM
+// TestAutoLandlockRemembersARefusal: where the kernel lists bpf as an active LSM
 // but refuses the BPF LSM's programs (this build machine's kernel), auto's
 // first session of a boot tries them, falls back to Landlock and remembers
 // the refusal; the next goes to Landlock at once; a mark of another boot
 // is not believed. Natively only: every kernel of the matrix runs the
 // programs.
-func TestAutoRemembersARefusal(t *testing.T) {
+func TestAutoLandlockRemembersARefusal(t *testing.T) {
 	testenv.NeedVM(t)
 	facts, err := kernel.Probe()
 	if err != nil {
