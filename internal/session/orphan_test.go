@@ -54,12 +54,17 @@ func outlives(t *testing.T, bin, engine string, uid int) {
 	ticks := filepath.Join(dir, "ticks")
 	waitFor(t, "the agent to start", func() bool { return lines(ticks) > 0 })
 	home := "/home/jailtest"
-	rec := testenv.NewestRecording(t, filepath.Join(home, ".local/state/agent-lock"))
-	r, err := testenv.ReadReport(rec)
-	if err != nil || r.Start == nil || r.Start.TmpDir == "" {
-		t.Fatalf("the session's start record: %+v %v", r, err)
-	}
-	tmp := r.Start.TmpDir
+	// The start record follows the agent's exec, which the ticks show:
+	// trixie's guest once read the recording between the two.
+	var rec, tmp string
+	waitFor(t, "the session's start record", func() bool {
+		rec = testenv.NewestRecording(t, filepath.Join(home, ".local/state/agent-lock"))
+		r, err := testenv.ReadReport(rec)
+		if err == nil && r.Start != nil {
+			tmp = r.Start.TmpDir
+		}
+		return tmp != ""
+	})
 
 	// Kill every agent-lock process at once: stopped first, so that the
 	// reaper cannot see agent-lock die (and kill the cell, as it should)
