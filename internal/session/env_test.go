@@ -37,22 +37,7 @@ func TestSecretsStayOutOfTheEnvironment(t *testing.T) {
 		if err != nil {
 			t.Fatalf("agent-lock %v: %v", extra, err)
 		}
-		f, err := os.Open(rep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		var start *report.Start
-		report.Read(f, func(r report.Record) error {
-			if r.Start != nil {
-				start = r.Start
-			}
-			return nil
-		})
-		if start == nil {
-			t.Fatal("no start record")
-		}
-		return string(out), start
+		return string(out), startRecord(t, rep)
 	}
 
 	env, start := run()
@@ -75,4 +60,25 @@ func TestSecretsStayOutOfTheEnvironment(t *testing.T) {
 	if strings.Join(start.WithheldEnv, ",") != "AWS_SECRET_ACCESS_KEY" {
 		t.Errorf("with --env the report says withheld %v", start.WithheldEnv)
 	}
+}
+
+// startRecord is the start record of the report at path.
+func startRecord(t *testing.T, path string) *report.Start {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var start *report.Start
+	report.Read(f, func(r report.Record) error {
+		if r.Start != nil {
+			start = r.Start
+		}
+		return nil
+	})
+	if start == nil {
+		t.Fatalf("no start record in %s", path)
+	}
+	return start
 }

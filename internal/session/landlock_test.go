@@ -397,22 +397,7 @@ func TestAutoLandlockRemembersARefusal(t *testing.T) {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("agent-lock: %v\n%s", err, b)
 		}
-		f, err := os.Open(rep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		var start *report.Start
-		report.Read(f, func(r report.Record) error {
-			if r.Start != nil {
-				start = r.Start
-			}
-			return nil
-		})
-		if start == nil {
-			t.Fatal("no start record")
-		}
-		return start
+		return startRecord(t, rep)
 	}
 	tried := func(s *report.Start) bool {
 		return slices.ContainsFunc(s.Steps, func(st report.Step) bool { return st.Name == "bpf_lsm_refused" })
