@@ -54,8 +54,8 @@ type Start struct {
 	// LoadTime is how long the kernel took to load and verify the
 	// engine's programs (the Landlock engine's: its observers).
 	LoadTime time.Duration
-	// Steps are where the start went, in order, from agent-lock's own
-	// start to the agent's exec (Step).
+	// Steps are where the session's start went, in order, up to the
+	// agent's exec (Step).
 	Steps []Step
 	// AgentLockPID and AgentLockStart name the agent-lock process that
 	// records the session: its pid and its start time in clock ticks

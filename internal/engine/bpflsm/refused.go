@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/agent-lock/agent-lock/internal/jail"
 )
@@ -17,8 +18,10 @@ import (
 // lists bpf as an active LSM but cannot attach LSM programs). It is
 // keyed by the boot and by the programs, so a reboot, another kernel or
 // another build of the programs tries again; an explicit --engine bpf-lsm
-// always tries, and doctor's self-test sets or clears the mark. Under /run/agent-lock, which is root's: no user
-// can plant a refusal that would move sessions to the weaker engine.
+// always tries, and doctor's self-test sets or clears the mark. Under
+// /run/agent-lock, which is root's: no user can plant a refusal that would
+// move sessions to the weaker engine, nor a link for root to write through
+// (and none is followed).
 var refusedMark = "/run/agent-lock/bpf-lsm-refused"
 
 // refusalKey is what the mark holds: the boot and the programs.
@@ -46,7 +49,12 @@ func RememberRefusal() {
 		return
 	}
 	tmp := refusedMark + ".new"
-	if os.WriteFile(tmp, key, 0o644) == nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return
+	}
+	_, err = f.Write(key)
+	if f.Close() == nil && err == nil {
 		os.Rename(tmp, refusedMark)
 	}
 }
