@@ -27,3 +27,18 @@ func (j *Jail) RuleOf(path string) (bool, error) {
 	}
 	return err == nil, err
 }
+
+// ProgramTags maps each loaded program to the kernel's tag of it (a hash of
+// its instructions with map references blanked): two loads that verified the
+// same programs have the same tags.
+func (j *Jail) ProgramTags() (map[string]string, error) {
+	tags := map[string]string{}
+	for name, p := range j.coll.Programs {
+		info, err := p.Info()
+		if err != nil {
+			return nil, err
+		}
+		tags[name] = info.Tag
+	}
+	return tags, nil
+}

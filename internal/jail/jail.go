@@ -24,6 +24,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-lock/agent-lock/internal/bpfload"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/spec"
@@ -259,6 +260,9 @@ func Load(cfg Config) (*Jail, error) {
 	if cfg.SignalOwners > 0 {
 		spec.Maps["fowners"].MaxEntries = cfg.SignalOwners
 	}
+	// The kernel's BTF, parsed once: fitToKernel reads the hooks'
+	// arguments in it, and the load its types for the relocations.
+	kernelTypes := btf.NewCache()
 	if cfg.Observe {
 		observeOnly(spec)
 		if err := mountTracefs(); err != nil {
@@ -272,7 +276,7 @@ func Load(cfg Config) (*Jail, error) {
 		}
 		delete(spec.Maps, "calls")
 		delete(spec.Maps, "obs_created")
-		if err := fitToKernel(spec); err != nil {
+		if err := fitToKernel(spec, kernelTypes); err != nil {
 			return nil, err
 		}
 		if cfg.OnlyFileOpen {
@@ -358,7 +362,7 @@ func Load(cfg Config) (*Jail, error) {
 		sections[name] = p.SectionName
 	}
 	loading := time.Now()
-	coll, err := ebpf.NewCollection(spec)
+	coll, err := bpfload.Collection(spec, kernelTypes)
 	loaded := time.Since(loading)
 	if err != nil {
 		var ve *ebpf.VerifierError
@@ -472,8 +476,8 @@ func Load(cfg Config) (*Jail, error) {
 
 // fitToKernel keeps the program variant whose arguments match this kernel's
 // hook and drops hooks the kernel does not have (only optional ones).
-func fitToKernel(spec *ebpf.CollectionSpec) error {
-	kspec, err := btf.LoadKernelSpec()
+func fitToKernel(spec *ebpf.CollectionSpec, kernelTypes *btf.Cache) error {
+	kspec, err := kernelTypes.Kernel()
 	if err != nil {
 		return fmt.Errorf("read kernel BTF: %w: %w", ErrNotSupported, err)
 	}

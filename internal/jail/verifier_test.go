@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,7 +41,7 @@ func sessionSpec(t *testing.T) *ebpf.CollectionSpec {
 	}
 	delete(spec.Maps, "calls")
 	delete(spec.Maps, "obs_created")
-	if err := fitToKernel(spec); err != nil {
+	if err := fitToKernel(spec, btf.NewCache()); err != nil {
 		t.Fatal(err)
 	}
 	for name, v := range map[string]any{

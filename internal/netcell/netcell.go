@@ -32,6 +32,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-lock/agent-lock/internal/bpfload"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 )
 
@@ -140,7 +141,13 @@ func Open(cfg Config) (c *Cell, err error) {
 			return c, fmt.Errorf("load network programs: %s: %w", name, err)
 		}
 	}
-	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
+	coll, err := bpfload.Collection(spec, nil)
+	if err == nil {
+		// What objs does not name is closed with the collection.
+		err = coll.Assign(&c.objs)
+		coll.Close()
+	}
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return c, fmt.Errorf("load network programs: %+v", ve)

@@ -1,0 +1,156 @@
+// Package bpfload loads a collection's programs side by side.
+//
+// A program's load is the kernel's verifier, and the verifier runs in the
+// loading thread: cilium/ebpf's NewCollection verifies one program after
+// another, so a session's start waits for the sum of every program's
+// verification (41 programs for the BPF LSM's cell). The kernel verifies
+// privileged loads concurrently (no global lock since Linux 5.3), so here the
+// maps are made once and each program is verified in a goroutine of its own:
+// the start waits for the longest program, or the sum over the CPUs.
+//
+// What is loaded is the same as NewCollection's: the same specs, the same
+// maps (each program's references point at the one set made first), the same
+// frozen read-only data. Any failure closes everything made and returns the
+// error, the verifier's log included.
+package bpfload
+
+import (
+	"errors"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+)
+
+// Serial makes Collection load one program after another, as NewCollection
+// does: the benchmark's reference and a way to rule this package out.
+var Serial bool
+
+// inFlight and peak count programs being verified at once; peak is what the
+// tests read to see that loads overlap.
+var inFlight, peak atomic.Int32
+
+// Peak returns the most programs that were being verified at once since the
+// last ResetPeak.
+func Peak() int { return int(peak.Load()) }
+
+// ResetPeak forgets the peak.
+func ResetPeak() { peak.Store(0) }
+
+// Collection creates spec's maps, then loads its programs in parallel, at
+// most GOMAXPROCS at a time, largest first (the largest decides how long it
+// takes). cache holds the kernel's BTF, which the programs' relocations
+// read: the caller's, if it has parsed it already, or nil.
+func Collection(spec *ebpf.CollectionSpec, cache *btf.Cache) (*ebpf.Collection, error) {
+	if cache == nil {
+		cache = btf.NewCache()
+	}
+	// Parsing the kernel's BTF is Go's work and a first program's wait (30
+	// ms natively, a tenth of a second and more emulated): it goes on while
+	// the kernel makes the maps. A failure comes again, and is reported, in
+	// the program that needs it. Nothing outlives the call.
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		cache.Kernel()
+	}()
+	defer func() { <-warmed }()
+	maps, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
+		Maps:      spec.Maps,
+		Variables: spec.Variables,
+		Types:     spec.Types,
+		ByteOrder: spec.ByteOrder,
+	}, ebpf.CollectionOptions{Cache: cache})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(spec.Programs))
+	for name, p := range spec.Programs {
+		if p.Type != ebpf.UnspecifiedProgram {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(a, b int) bool {
+		na, nb := len(spec.Programs[names[a]].Instructions), len(spec.Programs[names[b]].Instructions)
+		if na != nb {
+			return na > nb
+		}
+		return names[a] < names[b]
+	})
+	workers := runtime.GOMAXPROCS(0)
+	if Serial {
+		workers = 1
+	}
+	progs := make([]*ebpf.Program, len(names))
+	errs := make([]error, len(names))
+	next := atomic.Int32{}
+	var wg sync.WaitGroup
+	for range min(workers, len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				progs[i], errs[i] = program(spec, names[i], maps.Maps, cache)
+				if errs[i] != nil {
+					// The others still in flight finish; none is started.
+					next.Store(int32(len(names)))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	coll := &ebpf.Collection{Programs: map[string]*ebpf.Program{}, Maps: maps.Maps, Variables: maps.Variables}
+	for i, name := range names {
+		if progs[i] != nil {
+			coll.Programs[name] = progs[i]
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		coll.Close()
+		return nil, err
+	}
+	return coll, nil
+}
+
+// program loads one program of spec against the maps already made.
+func program(spec *ebpf.CollectionSpec, name string, maps map[string]*ebpf.Map, cache *btf.Cache) (*ebpf.Program, error) {
+	p := spec.Programs[name]
+	// Only the maps the program names: the loader clones each one it is
+	// given.
+	used := map[string]*ebpf.MapSpec{}
+	replace := map[string]*ebpf.Map{}
+	for _, ins := range p.Instructions {
+		if ref := ins.Reference(); ref != "" && ins.IsLoadFromMap() {
+			if ms, ok := spec.Maps[ref]; ok {
+				used[ref] = ms
+				replace[ref] = maps[ref]
+			}
+		}
+	}
+	n := inFlight.Add(1)
+	for {
+		old := peak.Load()
+		if n <= old || peak.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	defer inFlight.Add(-1)
+	one, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
+		Maps:      used,
+		Programs:  map[string]*ebpf.ProgramSpec{name: p},
+		Types:     spec.Types,
+		ByteOrder: spec.ByteOrder,
+	}, ebpf.CollectionOptions{MapReplacements: replace, Cache: cache})
+	if err != nil {
+		return nil, err
+	}
+	defer one.Close()
+	return one.DetachProgram(name), nil
+}

@@ -1,0 +1,53 @@
+package jail_test
+
+import (
+	"maps"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/agent-lock/agent-lock/internal/bpfload"
+	"github.com/agent-lock/agent-lock/internal/jail"
+)
+
+// TestLoadsInParallel loads the cell's programs one after another and then
+// side by side (bpfload), and checks that the same programs came of both,
+// that the second load had several in the verifier at once, and logs what each took.
+// Under the BPF LSM it loads the hooks; elsewhere the observers.
+func TestLoadsInParallel(t *testing.T) {
+	f := needObservers(t)
+	observe := !f.BPFInLSM || os.Getenv("AGENT_LOCK_NATIVE") == "1"
+	load := func(serial bool) (map[string]string, *jail.Jail) {
+		t.Helper()
+		bpfload.Serial = serial
+		defer func() { bpfload.Serial = false }()
+		bpfload.ResetPeak()
+		cg := newCgroup(t, f)
+		j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: observe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { j.Close() })
+		tags, err := j.ProgramTags()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tags, j
+	}
+	serialTags, serial := load(true)
+	if p := bpfload.Peak(); p != 1 {
+		t.Errorf("serial load verified %d programs at once", p)
+	}
+	parallelTags, parallel := load(false)
+	if !maps.Equal(serialTags, parallelTags) {
+		t.Errorf("the loads differ:\nserial   %v\nparallel %v", serialTags, parallelTags)
+	}
+	if len(parallelTags) < 2 {
+		t.Fatalf("only %d programs loaded", len(parallelTags))
+	}
+	if p, n := bpfload.Peak(), runtime.GOMAXPROCS(0); n > 1 && p < 2 || p > n {
+		t.Errorf("%d programs were being loaded at once on %d CPUs", p, n)
+	}
+	t.Logf("%d programs (observers only: %v) on %d CPUs: serial load %v, parallel %v (%.2fx)", len(parallelTags), observe,
+		runtime.GOMAXPROCS(0), serial.LoadTime(), parallel.LoadTime(), float64(parallel.LoadTime())/float64(serial.LoadTime()))
+}
