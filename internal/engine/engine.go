@@ -83,6 +83,12 @@ type Engine interface {
 	Open(f kernel.Facts, s Spec) (Cell, error)
 }
 
+// Preparer is an engine with work it can begin before its cell's cgroup
+// and network are made (parsing its programs), so that Open finds it done.
+type Preparer interface {
+	Prepare()
+}
+
 // Cell is an open cell: what decides, its reports and what it keeps.
 type Cell interface {
 	// About says what decides, for the report.
