@@ -89,6 +89,22 @@ type Preparer interface {
 	Prepare()
 }
 
+// Loader is an engine whose slow part, the kernel verifying its programs,
+// can begin as soon as the cell's cgroup exists, beside the network's
+// set-up: Load begins it (s complete but for what the network adds to
+// nothing here), and the Opening's Open ends as Engine.Open would. The
+// caller has run Check.
+type Loader interface {
+	Load(f kernel.Facts, s Spec) Opening
+}
+
+// Opening is a cell being opened (Loader). Until Open nothing of it
+// enforces or reports; Abandon frees it when the start fails before.
+type Opening interface {
+	Open() (Cell, error)
+	Abandon()
+}
+
 // Cell is an open cell: what decides, its reports and what it keeps.
 type Cell interface {
 	// About says what decides, for the report.

@@ -180,6 +180,9 @@ type Jail struct {
 	// programs (and create the maps): most of agent-lock's start;
 	// attachTime and registerTime the two steps after it.
 	loadTime, attachTime, registerTime time.Duration
+	// loadWait is how long the start waited for the load (Begin): less
+	// than loadTime when the load ran beside the network's set-up.
+	loadWait time.Duration
 	// pins hold every granted root open, so that its inode, which the
 	// kernel's rule names by address (struct rule.inode), is not freed
 	// while the cell runs; LinkFiles passes duplicates to the reaper.
@@ -301,6 +304,70 @@ func parseNow() parse {
 
 // Load loads and attaches the programs and registers cfg.Rules.
 func Load(cfg Config) (*Jail, error) {
+	return Begin(cfg).Attach(cfg.PinDir)
+}
+
+// Loading is a cell's programs being loaded and verified in the
+// background (Begin). None is attached and no rule registered until
+// Attach: until then nothing of it enforces or reports.
+type Loading struct {
+	cfg     Config
+	done    chan struct{}
+	v       *verified
+	err     error
+	claimed bool
+}
+
+// verified is what a load leaves for the attach.
+type verified struct {
+	coll     *ebpf.Collection
+	sections map[string]string // each program's ELF section
+	rules    []Rule            // cfg.Rules in the kernel's terms
+	loadTime time.Duration
+}
+
+// Begin loads and verifies cfg's programs in the background: the kernel's
+// verifier is most of a start, and the session makes the cell's network
+// meanwhile. cfg.PinDir is Attach's.
+func Begin(cfg Config) *Loading {
+	l := &Loading{cfg: cfg, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.v, l.err = verify(cfg)
+	}()
+	return l
+}
+
+// Attach waits for the load, then attaches the programs (pinning their
+// links in pinDir, if not ""), registers the rules and opens the event
+// ring. The start's load step is the wait.
+func (l *Loading) Attach(pinDir string) (*Jail, error) {
+	if l.claimed {
+		return nil, errors.New("load jail: attached twice")
+	}
+	l.claimed = true
+	waiting := time.Now()
+	<-l.done
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l.v.attach(l.cfg, pinDir, time.Since(waiting))
+}
+
+// Abandon frees a load no Attach will take (the start failed meanwhile).
+func (l *Loading) Abandon() {
+	if l.claimed {
+		return
+	}
+	l.claimed = true
+	<-l.done
+	if l.v != nil {
+		l.v.coll.Close()
+	}
+}
+
+// verify loads cfg's programs, none attached.
+func verify(cfg Config) (*verified, error) {
 	if cfg.CgroupID == 0 {
 		return nil, errors.New("load jail: no cgroup")
 	}
@@ -433,7 +500,14 @@ func Load(cfg Config) (*Jail, error) {
 		}
 		return nil, fmt.Errorf("load jail objects: %w", err)
 	}
-	j := &Jail{coll: coll, rules: map[uint32]string{}, loadTime: loaded, warn: cfg.Warn}
+	return &verified{coll: coll, sections: sections, rules: cfgRules, loadTime: loaded}, nil
+}
+
+// attach is the rest of a Load, once the kernel has verified v: waited is
+// how long the start waited for that.
+func (v *verified) attach(cfg Config, pinDir string, waited time.Duration) (*Jail, error) {
+	coll, sections, cfgRules := v.coll, v.sections, v.rules
+	j := &Jail{coll: coll, rules: map[uint32]string{}, loadTime: v.loadTime, loadWait: waited, warn: cfg.Warn}
 	if j.warn == nil {
 		j.warn = func(string, ...any) {}
 	}
@@ -490,8 +564,8 @@ func Load(cfg Config) (*Jail, error) {
 		}
 		j.links = append(j.links, l)
 	}
-	if cfg.PinDir != "" {
-		if err := j.pin(cfg.PinDir); err != nil {
+	if pinDir != "" {
+		if err := j.pin(pinDir); err != nil {
 			j.Close()
 			return nil, err
 		}
@@ -817,7 +891,7 @@ func (j *Jail) LoadTime() time.Duration { return j.loadTime }
 // pinning them), then registering the rules through file_open and
 // opening the event ring.
 func (j *Jail) Steps() []report.Step {
-	return []report.Step{{Name: "load", Time: j.loadTime}, {Name: "attach", Time: j.attachTime},
+	return []report.Step{{Name: "load", Time: j.loadWait}, {Name: "attach", Time: j.attachTime},
 		{Name: "register", Time: j.registerTime}}
 }
 

@@ -73,3 +73,28 @@ func TestPrefetch(t *testing.T) {
 		}
 	}
 }
+
+// TestAbandon: a load begun and abandoned (the start failed meanwhile)
+// leaves nothing open, and cannot be attached after.
+func TestAbandon(t *testing.T) {
+	f := needObservers(t)
+	cg := newCgroup(t, f)
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	l := jail.Begin(jail.Config{CgroupID: cg.id, Observe: true})
+	l.Abandon()
+	l.Abandon()
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open after an abandoned load, %d before", after, before)
+	}
+	if j, err := l.Attach(""); err == nil {
+		j.Close()
+		t.Error("an abandoned load was attached")
+	}
+}

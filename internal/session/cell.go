@@ -79,6 +79,17 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 	if err != nil {
 		return nil, err
 	}
+	s.Cgroup = engine.Cgroup{ID: cg.ID, Path: cg.Path, FD: cg.FD()}
+	s.PinDir = func() string { return pinDir(cg.Path, warn) }
+	s.Loaded = cg.matchKills
+	// The kernel verifies the engine's programs (most of a start) while
+	// the network is made: nothing loaded enforces until Open attaches.
+	open := func() (engine.Cell, error) { return eng.Open(facts, s) }
+	abandon := func() {}
+	if l, ok := eng.(engine.Loader); ok {
+		o := l.Load(facts, s)
+		open, abandon = o.Open, o.Abandon
+	}
 	// The network first: its self-test runs this binary in the cell,
 	// which the engine's programs would (rightly) refuse; and so, first,
 	// the kill count that would kill it at birth (matchKills).
@@ -90,14 +101,12 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 	}
 	step("network")
 	if err != nil {
+		abandon()
 		cg.Close()
 		os.Remove(cg.Path)
 		return nil, err
 	}
-	s.Cgroup = engine.Cgroup{ID: cg.ID, Path: cg.Path, FD: cg.FD()}
-	s.PinDir = func() string { return pinDir(cg.Path, warn) }
-	s.Loaded = cg.matchKills
-	ec, err := eng.Open(facts, s)
+	ec, err := open()
 	if err != nil {
 		nc.Close()
 		cg.Close()

@@ -51,24 +51,48 @@ func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
 	if err := e.Check(f, s); err != nil {
 		return nil, err
 	}
-	if e.FileOpenOnly {
-		s.Warn("--engine %s: only the file_open hook is attached, the benchmarks' reference; this is not a jail", FileOpenOnlyName)
-	}
+	return e.Load(f, s).Open()
+}
+
+// Load begins loading the hooks for s's cgroup.
+func (e Engine) Load(f kernel.Facts, s engine.Spec) engine.Opening {
 	cfg := jail.Config{
 		CgroupID: s.Cgroup.ID, Audit: s.Audit, StreamInBounds: s.StreamInBounds, TTYs: s.TTYs,
 		Rules: s.Rules, Protect: s.Policy.Protect, Patterns: s.Policy.Patterns(),
 		OnlyFileOpen: e.FileOpenOnly, Warn: s.Warn,
 	}
-	if s.PinDir != nil {
-		cfg.PinDir = s.PinDir()
+	return &opening{e: e, f: f, s: s, l: jail.Begin(cfg)}
+}
+
+var _ engine.Loader = Engine{}
+
+// opening is a cell whose hooks are loading.
+type opening struct {
+	e Engine
+	f kernel.Facts
+	s engine.Spec
+	l *jail.Loading
+}
+
+func (o *opening) Abandon() { o.l.Abandon() }
+
+// Open attaches the hooks once loaded.
+func (o *opening) Open() (engine.Cell, error) {
+	s := o.s
+	if o.e.FileOpenOnly {
+		s.Warn("--engine %s: only the file_open hook is attached, the benchmarks' reference; this is not a jail", FileOpenOnlyName)
 	}
-	j, err := jail.Load(cfg)
+	var pinDir string
+	if s.PinDir != nil {
+		pinDir = s.PinDir()
+	}
+	j, err := o.l.Attach(pinDir)
 	if err != nil {
-		if cfg.PinDir != "" {
-			os.RemoveAll(cfg.PinDir)
+		if pinDir != "" {
+			os.RemoveAll(pinDir)
 		}
 		if errors.Is(err, jail.ErrNotSupported) {
-			return nil, fmt.Errorf("%w\n%s", err, engine.Advice(f))
+			return nil, fmt.Errorf("%w\n%s", err, engine.Advice(o.f))
 		}
 		return nil, err
 	}
@@ -78,7 +102,7 @@ func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
 			return nil, err
 		}
 	}
-	c := &cell{j: j, s: s, onlyOpen: e.FileOpenOnly, events: make(chan verdict.Event, 4096), done: make(chan struct{})}
+	c := &cell{j: j, s: s, onlyOpen: o.e.FileOpenOnly, events: make(chan verdict.Event, 4096), done: make(chan struct{})}
 	go func() {
 		j.Stream(c.events, c.done, s.Warn)
 		close(c.events)

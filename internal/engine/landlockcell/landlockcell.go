@@ -57,33 +57,65 @@ var _ engine.Preparer = Engine{}
 // Open builds the ruleset, loads the observers for s's cgroup and arms the
 // tripwire.
 func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
+	return e.Load(f, s).Open()
+}
+
+// Load begins loading the observers for s's cgroup.
+func (e Engine) Load(f kernel.Facts, s engine.Spec) engine.Opening {
 	// The caller's Check said its warnings; checked again, quietly, so
 	// that an Open alone never runs what Landlock cannot enforce.
 	quiet := s
 	quiet.Warn = nil
 	if err := e.Check(f, quiet); err != nil {
-		return nil, err
+		return refused{err}
 	}
-	abi := landlock.ABI()
-	lr, err := landlock.FromCell(s.Rules, s.TTYPaths)
-	if err != nil {
-		return nil, err
-	}
-	fd, flags, err := landlock.Ruleset(lr)
-	if err != nil {
-		return nil, err
-	}
-	c := &cell{s: s, abi: abi, flags: flags, ruleset: os.NewFile(uintptr(fd), "landlock-ruleset"),
-		events: make(chan verdict.Event, 4096), done: make(chan struct{})}
 	// The observers report; the tripwire reports the protected entries'
 	// changes, with what it undid, where the observers would report the
 	// same writes as reached. Landlock holds without agent-lock by
 	// construction: pinning the observers would only keep reports
 	// flowing to no one.
-	j, err := jail.Load(jail.Config{
+	l := jail.Begin(jail.Config{
 		CgroupID: s.Cgroup.ID, StreamInBounds: s.StreamInBounds, TTYs: s.TTYs,
 		Rules: unprotected(s.Rules), Patterns: s.Policy.Patterns(), Observe: true, Warn: s.Warn,
 	})
+	return &opening{f: f, s: s, l: l}
+}
+
+var _ engine.Loader = Engine{}
+
+// refused is an Opening that Check refused.
+type refused struct{ err error }
+
+func (r refused) Open() (engine.Cell, error) { return nil, r.err }
+func (refused) Abandon()                     {}
+
+// opening is a cell whose observers are loading.
+type opening struct {
+	f kernel.Facts
+	s engine.Spec
+	l *jail.Loading
+}
+
+func (o *opening) Abandon() { o.l.Abandon() }
+
+// Open builds the ruleset, attaches the observers once loaded and arms
+// the tripwire.
+func (o *opening) Open() (engine.Cell, error) {
+	f, s := o.f, o.s
+	abi := landlock.ABI()
+	lr, err := landlock.FromCell(s.Rules, s.TTYPaths)
+	if err != nil {
+		o.l.Abandon()
+		return nil, err
+	}
+	fd, flags, err := landlock.Ruleset(lr)
+	if err != nil {
+		o.l.Abandon()
+		return nil, err
+	}
+	c := &cell{s: s, abi: abi, flags: flags, ruleset: os.NewFile(uintptr(fd), "landlock-ruleset"),
+		events: make(chan verdict.Event, 4096), done: make(chan struct{})}
+	j, err := o.l.Attach("")
 	if err != nil {
 		c.ruleset.Close()
 		if errors.Is(err, engine.ErrNotSupported) {
