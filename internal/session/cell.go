@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -197,33 +198,36 @@ func (c *cell) probe(ctx context.Context, audit bool) error {
 	if err := os.WriteFile(target, []byte("agent-lock probe\n"), 0o644); err != nil {
 		return err
 	}
-	run := func(name string, args ...string) (*exec.Cmd, error) {
-		path, err := exec.LookPath(name)
-		if err != nil {
-			return nil, fmt.Errorf("probe needs %s: %w", name, err)
-		}
-		cmd, err := c.command(path, append([]string{name}, args...), os.Environ(), &syscall.SysProcAttr{})
-		if err != nil {
-			return nil, err
-		}
-		cmd.Dir = "/"
-		// Not CommandContext: the caller's ctx ending kills the cell.
-		stop := context.AfterFunc(ctx, func() { killCgroup(c.cg.Path, time.Second) })
-		defer stop()
-		return cmd, cmd.Run()
+	// One process, not a `true` first and the read then: each start in
+	// the cell is an exec of this binary and of the command (a tenth of a
+	// second emulated), and the read's own failure says what a `true`
+	// would have.
+	path, err := exec.LookPath("cat")
+	if err != nil {
+		return fmt.Errorf("probe needs cat: %w", err)
 	}
-	if _, err := run("true"); err != nil {
-		if bornKilled(err) {
-			return fmt.Errorf("a process started into the cell was killed before it ran `true` (%w): nothing in the cell kills, so the kernel did; on Linux 6.14 and later it kills a process cloned into a cgroup whose cgroup.kill count differs from its parent's cgroup's, which agent-lock matched for its own cgroup (%s): start agent-lock from another cgroup (for example with systemd-run --scope)", err, ownCgroup())
-		}
-		return fmt.Errorf("a jailed process could not run `true` (the system set is not readable): %w%s", err, c.pendingEscapes())
+	// The refusal's words in one language, to tell it from a failure to
+	// run at all.
+	cmd, err := c.command(path, []string{"cat", target}, append(os.Environ(), "LC_ALL=C"), &syscall.SysProcAttr{})
+	if err != nil {
+		return err
 	}
-	cmd, err := run("cat", target)
-	if err == nil && !audit {
+	cmd.Dir = "/"
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	// Not CommandContext: the caller's ctx ending kills the cell.
+	stop := context.AfterFunc(ctx, func() { killCgroup(c.cg.Path, time.Second) })
+	err = cmd.Run()
+	stop()
+	switch {
+	case bornKilled(err):
+		return fmt.Errorf("a process started into the cell was killed before it ran `cat` (%w): nothing in the cell kills, so the kernel did; on Linux 6.14 and later it kills a process cloned into a cgroup whose cgroup.kill count differs from its parent's cgroup's, which agent-lock matched for its own cgroup (%s): start agent-lock from another cgroup (for example with systemd-run --scope)", err, ownCgroup())
+	case err == nil && !audit:
 		return errors.New("a jailed process read a file outside the cell: the programs are loaded but do not enforce")
-	}
-	if err != nil && audit {
+	case err != nil && audit:
 		return fmt.Errorf("in audit mode a jailed process could not read a file: %w", err)
+	case err != nil && !strings.Contains(stderr.String(), target+": Permission denied"):
+		return fmt.Errorf("a jailed process could not run `cat` (the system set is not readable): %w: %s%s", err, strings.TrimSpace(stderr.String()), c.pendingEscapes())
 	}
 	pid := uint32(cmd.Process.Pid)
 	timeout := time.After(5 * time.Second)
