@@ -5,13 +5,15 @@
 // another, so a session's start waits for the sum of every program's
 // verification (41 programs for the BPF LSM's cell). The kernel verifies
 // privileged loads concurrently (no global lock since Linux 5.3), so here the
-// maps are made once and each program is verified in a goroutine of its own:
+// maps are made once and the programs are verified by GOMAXPROCS workers:
 // the start waits for the longest program, or the sum over the CPUs.
 //
 // What is loaded is the same as NewCollection's: the same specs, the same
 // maps (each program's references point at the one set made first), the same
-// frozen read-only data. Any failure closes everything made and returns the
-// error, the verifier's log included.
+// frozen read-only data. Maps that hold programs or other maps are not
+// filled: a collection with one is loaded by NewCollection itself. Any
+// failure closes everything made and returns the error, the verifier's log
+// included.
 package bpfload
 
 import (
@@ -25,15 +27,17 @@ import (
 	"github.com/cilium/ebpf/btf"
 )
 
-// Serial makes Collection load one program after another, as NewCollection
-// does: the benchmark's reference and a way to rule this package out.
+// Serial makes Collection cilium/ebpf's NewCollection, which loads one
+// program after another: the tests' reference, and a way to rule this
+// package out.
 var Serial bool
 
-// inFlight and peak count programs being verified at once; peak is what the
-// tests read to see that loads overlap.
+// inFlight and peak count programs being loaded at once (Go's part of a
+// program's load included); peak is what the tests read to see that loads
+// overlap.
 var inFlight, peak atomic.Int32
 
-// Peak returns the most programs that were being verified at once since the
+// Peak returns the most programs that were being loaded at once since the
 // last ResetPeak.
 func Peak() int { return int(peak.Load()) }
 
@@ -43,21 +47,27 @@ func ResetPeak() { peak.Store(0) }
 // Collection creates spec's maps, then loads its programs in parallel, at
 // most GOMAXPROCS at a time, largest first (the largest decides how long it
 // takes). cache holds the kernel's BTF, which the programs' relocations
-// read: the caller's, if it has parsed it already, or nil.
+// (CO-RE) read: a caller whose programs have some passes one, which is
+// parsed, if it is not yet, while the maps are made; with nil it is parsed
+// only if a program needs it.
 func Collection(spec *ebpf.CollectionSpec, cache *btf.Cache) (*ebpf.Collection, error) {
+	if Serial || hasSpecialMaps(spec) {
+		return ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: cache})
+	}
 	if cache == nil {
 		cache = btf.NewCache()
+	} else {
+		// Parsing the kernel's BTF is Go's work and a first program's
+		// wait (30 ms natively, a tenth of a second and more emulated).
+		// A failure comes again, and is reported, in the program that
+		// needs it. Nothing outlives the call.
+		warmed := make(chan struct{})
+		go func() {
+			defer close(warmed)
+			cache.Kernel()
+		}()
+		defer func() { <-warmed }()
 	}
-	// Parsing the kernel's BTF is Go's work and a first program's wait (30
-	// ms natively, a tenth of a second and more emulated): it goes on while
-	// the kernel makes the maps. A failure comes again, and is reported, in
-	// the program that needs it. Nothing outlives the call.
-	warmed := make(chan struct{})
-	go func() {
-		defer close(warmed)
-		cache.Kernel()
-	}()
-	defer func() { <-warmed }()
 	maps, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
 		Maps:      spec.Maps,
 		Variables: spec.Variables,
@@ -81,9 +91,6 @@ func Collection(spec *ebpf.CollectionSpec, cache *btf.Cache) (*ebpf.Collection, 
 		return names[a] < names[b]
 	})
 	workers := runtime.GOMAXPROCS(0)
-	if Serial {
-		workers = 1
-	}
 	progs := make([]*ebpf.Program, len(names))
 	errs := make([]error, len(names))
 	next := atomic.Int32{}
@@ -117,6 +124,18 @@ func Collection(spec *ebpf.CollectionSpec, cache *btf.Cache) (*ebpf.Collection, 
 		return nil, err
 	}
 	return coll, nil
+}
+
+// hasSpecialMaps says whether a map of spec holds programs or other maps,
+// which NewCollection fills after loading the programs.
+func hasSpecialMaps(spec *ebpf.CollectionSpec) bool {
+	for _, m := range spec.Maps {
+		switch m.Type {
+		case ebpf.ProgramArray, ebpf.ArrayOfMaps, ebpf.HashOfMaps, ebpf.StructOpsMap:
+			return true
+		}
+	}
+	return false
 }
 
 // program loads one program of spec against the maps already made.

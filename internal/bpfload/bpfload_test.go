@@ -26,10 +26,15 @@ func spec(n int, bad bool) *ebpf.CollectionSpec {
 		}}
 	}
 	if bad {
-		s.Programs["bad"] = &ebpf.ProgramSpec{Type: ebpf.SocketFilter, License: "GPL", Instructions: asm.Instructions{
+		// The largest, so loaded first: the others see the early stop.
+		var ins asm.Instructions
+		for range 16 {
+			ins = append(ins, asm.Mov.Imm(asm.R0, 0))
+		}
+		s.Programs["bad"] = &ebpf.ProgramSpec{Type: ebpf.SocketFilter, License: "GPL", Instructions: append(ins,
 			asm.Mov.Reg(asm.R0, asm.R2),
 			asm.Return(),
-		}}
+		)}
 	}
 	return s
 }

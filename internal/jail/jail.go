@@ -177,8 +177,8 @@ type Jail struct {
 	// sealed are the rule roots the kernel sealed (no denial above).
 	sealed []string
 	// loadTime is how long the kernel took to load and verify the
-	// programs (and create the maps): most of agent-lock's start;
-	// attachTime and registerTime the two steps after it.
+	// programs (and create the maps), in the background of the start
+	// (Begin); attachTime and registerTime the two steps after it.
 	loadTime, attachTime, registerTime time.Duration
 	// loadWait is how long the start waited for the load (Begin): less
 	// than loadTime when the load ran beside the network's set-up.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -207,8 +208,13 @@ func (c *cell) probe(ctx context.Context, audit bool) error {
 		return fmt.Errorf("probe needs cat: %w", err)
 	}
 	// The refusal's words in one language, to tell it from a failure to
-	// run at all.
-	cmd, err := c.command(path, []string{"cat", target}, append(os.Environ(), "LC_ALL=C"), &syscall.SysProcAttr{})
+	// run at all: agent-lock's own locale out (the Landlock engine's
+	// environment keeps duplicates, and C's getenv takes the first).
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return k == "LANG" || k == "LANGUAGE" || strings.HasPrefix(k, "LC_")
+	})
+	cmd, err := c.command(path, []string{"cat", target}, append(env, "LC_ALL=C"), &syscall.SysProcAttr{})
 	if err != nil {
 		return err
 	}
@@ -220,13 +226,15 @@ func (c *cell) probe(ctx context.Context, audit bool) error {
 	err = cmd.Run()
 	stop()
 	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
 	case bornKilled(err):
 		return fmt.Errorf("a process started into the cell was killed before it ran `cat` (%w): nothing in the cell kills, so the kernel did; on Linux 6.14 and later it kills a process cloned into a cgroup whose cgroup.kill count differs from its parent's cgroup's, which agent-lock matched for its own cgroup (%s): start agent-lock from another cgroup (for example with systemd-run --scope)", err, ownCgroup())
 	case err == nil && !audit:
 		return errors.New("a jailed process read a file outside the cell: the programs are loaded but do not enforce")
 	case err != nil && audit:
 		return fmt.Errorf("in audit mode a jailed process could not read a file: %w", err)
-	case err != nil && !strings.Contains(stderr.String(), target+": Permission denied"):
+	case err != nil && !(strings.Contains(stderr.String(), filepath.Base(target)) && strings.Contains(stderr.String(), "Permission denied")):
 		return fmt.Errorf("a jailed process could not run `cat` (the system set is not readable): %w: %s%s", err, strings.TrimSpace(stderr.String()), c.pendingEscapes())
 	}
 	pid := uint32(cmd.Process.Pid)

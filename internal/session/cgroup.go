@@ -148,7 +148,7 @@ func (c *cgroup) matchKills(n uint32) error {
 const maxKillTrials = 64
 
 // matchKillsByTrial matches the cell's kill count to agent-lock's own
-// cgroup's before any program is loaded, for what runs in the cell before
+// cgroup's before any program is attached, for what runs in the cell before
 // the jail can tell the count (the network's self-test): it starts this
 // binary's version into the cell until one is not killed at birth, writing
 // cgroup.kill once after each that was. matchKills then adds what is

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -19,7 +20,15 @@ type fakeProbeCell struct {
 	events      chan verdict.Event
 }
 
-func (f *fakeProbeCell) Command(_ string, argv, _ []string, _ *syscall.SysProcAttr) (*exec.Cmd, error) {
+func (f *fakeProbeCell) Command(_ string, argv, env []string, _ *syscall.SysProcAttr) (*exec.Cmd, error) {
+	// The refusal's words are read in C's locale: the only locale
+	// setting is LC_ALL=C, whichever of duplicates a program reads.
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if (k == "LANG" || k == "LANGUAGE" || strings.HasPrefix(k, "LC_")) && kv != "LC_ALL=C" {
+			return nil, fmt.Errorf("the self-test's cat has %s in its environment", kv)
+		}
+	}
 	return f.run(argv), nil
 }
 
@@ -32,6 +41,9 @@ func TestProbeSaysWhatFailed(t *testing.T) {
 	if _, err := exec.LookPath("cat"); err != nil {
 		t.Skip("no cat")
 	}
+	// agent-lock's own locale, which the self-test must not pass on.
+	t.Setenv("LC_ALL", "de_DE.UTF-8")
+	t.Setenv("LANGUAGE", "de")
 	for _, tt := range []struct {
 		name string
 		run  func(argv []string) *exec.Cmd
@@ -44,6 +56,9 @@ func TestProbeSaysWhatFailed(t *testing.T) {
 		}, "could not run `cat`"},
 		{"refused, never reported", func(argv []string) *exec.Cmd {
 			return exec.Command("sh", "-c", `echo "cat: $1: Permission denied" >&2; exit 1`, "sh", argv[1])
+		}, "not reported"},
+		{"refused by BusyBox, never reported", func(argv []string) *exec.Cmd {
+			return exec.Command("sh", "-c", `echo "cat: can't open '$1': Permission denied" >&2; exit 1`, "sh", argv[1])
 		}, "not reported"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
