@@ -37,6 +37,12 @@ var Serial bool
 // overlap.
 var inFlight, peak atomic.Int32
 
+// slots bound the programs loading at once in this process, whatever the
+// number of collections loading (the daemon starts cells side by side): a
+// verification holds its memory until it ends, and more of them than CPUs
+// gain nothing.
+var slots = make(chan struct{}, runtime.GOMAXPROCS(0))
+
 // Peak returns the most programs that were being loaded at once since the
 // last ResetPeak.
 func Peak() int { return int(peak.Load()) }
@@ -153,6 +159,8 @@ func program(spec *ebpf.CollectionSpec, name string, maps map[string]*ebpf.Map, 
 			}
 		}
 	}
+	slots <- struct{}{}
+	defer func() { <-slots }()
 	n := inFlight.Add(1)
 	for {
 		old := peak.Load()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -108,5 +109,30 @@ func TestRefusedProgram(t *testing.T) {
 			t.Log(fd.Name(), l)
 		}
 		t.Errorf("%d descriptors open after the failed load, %d before", after, before)
+	}
+}
+
+// TestBoundedAcrossCollections: collections loading at once share the
+// process's GOMAXPROCS slots.
+func TestBoundedAcrossCollections(t *testing.T) {
+	needRoot(t)
+	ResetPeak()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			coll, err := Collection(spec(8, false), nil)
+			if err == nil {
+				coll.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, n := Peak(), runtime.GOMAXPROCS(0); p > n || p < 1 {
+		t.Errorf("%d programs loaded at once, with %d slots", p, n)
 	}
 }
