@@ -237,8 +237,12 @@ const RulesetFD = 3
 // from (EnvFile): it starts with none of its own.
 const EnvFD = 4
 
-// EnvFile is a memory file holding env, for EnvFD.
+// EnvFile is a memory file holding env, for EnvFD. Of a name given twice
+// only the last is kept, as os/exec does for the BPF LSM's agent: C's
+// getenv would take the first, and an agent would see another value
+// under each engine.
 func EnvFile(env []string) (*os.File, error) {
+	env = lastOfEach(env)
 	fd, err := unix.MemfdCreate("agent-lock-env", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("a memory file for the agent's environment: %w", err)
@@ -258,6 +262,21 @@ func EnvFile(env []string) (*os.File, error) {
 		return nil, fmt.Errorf("the agent's environment: %w", err)
 	}
 	return f, nil
+}
+
+// lastOfEach is env with only the last entry of each name, in order.
+func lastOfEach(env []string) []string {
+	seen := map[string]bool{}
+	kept := make([]string, 0, len(env))
+	for i := len(env) - 1; i >= 0; i-- {
+		name, _, _ := strings.Cut(env[i], "=")
+		if !seen[name] {
+			seen[name] = true
+			kept = append(kept, env[i])
+		}
+	}
+	slices.Reverse(kept)
+	return kept
 }
 
 // readEnv reads the environment EnvFile wrote, on EnvFD, and closes it.

@@ -3,11 +3,13 @@ package landlock
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -159,4 +161,24 @@ func filterChild() {
 		fail("getcwd: %v (an ordinary call must pass)", err)
 	}
 	os.Exit(0)
+}
+
+// TestEnvFileKeepsTheLast: a name given twice reaches the agent with its
+// last value, as os/exec gives it under the BPF LSM (C's getenv would
+// read the first).
+func TestEnvFileKeepsTheLast(t *testing.T) {
+	f, err := EnvFile([]string{"LC_ALL=de_DE.UTF-8", "PATH=/bin", "LC_ALL=C", "EMPTY=", "NOEQUALS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	want := []string{"PATH=/bin", "LC_ALL=C", "EMPTY=", "NOEQUALS"}
+	if !slices.Equal(got, want) {
+		t.Errorf("environment %q, want %q", got, want)
+	}
 }
