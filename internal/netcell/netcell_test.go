@@ -178,7 +178,7 @@ func TestProbe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, dir := openCell(t, tc.cfg)
-			if err := c.Probe(context.Background(), int(dir.Fd())); err != nil {
+			if err := c.Probe(context.Background(), int(dir.Fd()), nil); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -191,7 +191,7 @@ func TestProbeFailsUnattached(t *testing.T) {
 	needRoot(t)
 	c, _ := openCell(t, Config{Policy: rules(t, "allowed.test")})
 	_, other := testCgroup(t)
-	if err := c.Probe(context.Background(), int(other.Fd())); err == nil {
+	if err := c.Probe(context.Background(), int(other.Fd()), nil); err == nil {
 		t.Fatal("the self-test passed in a cgroup without the programs")
 	} else {
 		t.Logf("as it should: %v", err)

@@ -34,7 +34,12 @@ const ProbeArg = "__netprobe"
 // be reported. Run it while the cell's cgroup holds nothing else, and
 // before the file engine's programs (it runs this binary, which lies
 // outside any cell).
-func (c *Cell) Probe(ctx context.Context, cgroupFD int) error {
+//
+// The probe is the first process started into the cell: if the kernel
+// kills it as it starts (SIGKILL, before it ran), bornKilled, unless nil,
+// is told (the cell's cgroup.kill count must then be matched, as the
+// session does) and, when it returns nil, the probe starts again.
+func (c *Cell) Probe(ctx context.Context, cgroupFD int, bornKilled func() error) error {
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	name := fmt.Sprintf("probe-%x.agent-lock.invalid", rnd)
@@ -69,13 +74,26 @@ func (c *Cell) Probe(ctx context.Context, cgroupFD int) error {
 	port4 := t4.Addr().(*net.TCPAddr).Port
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/proc/self/exe", ProbeArg, mode, name, answer.String(),
-		strconv.Itoa(port4), strconv.Itoa(port6), strconv.Itoa(u4.LocalAddr().(*net.UDPAddr).Port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD, Pdeathsig: syscall.SIGKILL}
-	cmd.Dir = "/"
+	var cmd *exec.Cmd
 	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	for {
+		cmd = exec.CommandContext(ctx, "/proc/self/exe", ProbeArg, mode, name, answer.String(),
+			strconv.Itoa(port4), strconv.Itoa(port6), strconv.Itoa(u4.LocalAddr().(*net.UDPAddr).Port))
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD, Pdeathsig: syscall.SIGKILL}
+		cmd.Dir = "/"
+		stdout.Reset()
+		stderr.Reset()
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err == nil {
+			break
+		}
+		if bornKilled != nil && ctx.Err() == nil && killed(err) {
+			if err := bornKilled(); err != nil {
+				return err
+			}
+			continue
+		}
 		return fmt.Errorf("the network self-test in the cell failed: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	// Each attempt it made is reported; every report of it is taken
@@ -103,6 +121,16 @@ func (c *Cell) Probe(ctx context.Context, cgroupFD int) error {
 		}
 	}
 	return nil
+}
+
+// killed says whether err is a process's end by SIGKILL.
+func killed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // RunProbe is ProbeArg's main, in the cell: args are the mode (policy,

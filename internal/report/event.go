@@ -69,10 +69,11 @@ type Start struct {
 // session's start (agent-lock's own process start not included) to the
 // agent's exec. A session records, in order: plan (the policy, resolved
 // as the user, the kernel's facts, the private TMPDIR), cgroup (the
-// engine's checks, ended sessions' cells swept, the cell's cgroup and the
-// kill count matched by a trial), network (the network cell's programs
-// and its self-test), load (the kernel loading and verifying the engine's
-// programs), attach, register (the rules, through the kernel; the event
+// engine's checks, ended sessions' cells swept, the cell's cgroup),
+// network (the network cell's programs and its self-test, the cell's first
+// process, which matches the cell's kill count by trial), load (what the
+// start waited for the kernel to load and verify the engine's programs:
+// the load runs beside cgroup and network), attach, register (the rules, through the kernel; the event
 // ring), engine (the rest of the engine's opening), self_test (a process
 // of the cell refused and reported), reaper, exec (the agent started into
 // the cell). The Landlock engine's load, attach and register are its

@@ -92,15 +92,12 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 		o := l.Load(facts, s)
 		open, abandon = o.Open, o.Abandon
 	}
-	// The network first: its self-test runs this binary in the cell,
-	// which the engine's programs would (rightly) refuse; and so, first,
-	// the kill count that would kill it at birth (matchKills).
-	err = cg.matchKillsByTrial()
 	step("cgroup")
-	var nc *netcell.Cell
-	if err == nil {
-		nc, err = openNet(cg, np, s.Audit, warn)
-	}
+	// The network first: its self-test runs this binary in the cell,
+	// which the engine's programs would (rightly) refuse; as the cell's
+	// first process it also matches the kill count that would kill it at
+	// birth (killedAtBirth).
+	nc, err := openNet(cg, np, s.Audit, warn)
 	step("network")
 	if err != nil {
 		abandon()

@@ -144,30 +144,25 @@ func (c *cgroup) matchKills(n uint32) error {
 	return nil
 }
 
-// maxKillTrials bounds matchKillsByTrial, which starts a process for each.
+// maxKillTrials bounds killedAtBirth: each is a process started into the
+// cell and killed there by the kernel.
 const maxKillTrials = 64
 
-// matchKillsByTrial matches the cell's kill count to agent-lock's own
-// cgroup's before any program is attached, for what runs in the cell before
-// the jail can tell the count (the network's self-test): it starts this
-// binary's version into the cell until one is not killed at birth, writing
-// cgroup.kill once after each that was. matchKills then adds what is
-// still missing.
-func (c *cgroup) matchKillsByTrial() error {
-	kill := filepath.Join(c.Path, "cgroup.kill")
-	for i := 0; i < maxKillTrials; i++ {
-		cmd := exec.Command("/proc/self/exe", "--version")
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.FD()}
-		err := cmd.Run()
-		if !bornKilled(err) {
-			return nil
-		}
-		if err := os.WriteFile(kill, []byte("1"), 0); err != nil {
-			return fmt.Errorf("match the cell's kill count to agent-lock's cgroup (%s): %w", ownCgroup(), err)
-		}
-		c.kills++
+// killedAtBirth counts a process the kernel killed as it was started into
+// the cell, before any program is attached (the network's self-test, the
+// cell's first process): the cell's kill count differs from agent-lock's
+// own cgroup's (matchKills), and one more write of the empty cell's
+// cgroup.kill brings it closer. The caller starts its process again. The
+// engine's matchKills then adds what is still missing.
+func (c *cgroup) killedAtBirth() error {
+	if c.kills >= maxKillTrials {
+		return fmt.Errorf("every process started into the cell dies at birth, after %d writes of its cgroup.kill: cgroup.kill was written too many times in agent-lock's own cgroup (%s); start agent-lock from another cgroup (for example with systemd-run --scope)", maxKillTrials, ownCgroup())
 	}
-	return fmt.Errorf("every process started into the cell dies at birth, after %d writes of its cgroup.kill: cgroup.kill was written too many times in agent-lock's own cgroup (%s); start agent-lock from another cgroup (for example with systemd-run --scope)", maxKillTrials, ownCgroup())
+	if err := os.WriteFile(filepath.Join(c.Path, "cgroup.kill"), []byte("1"), 0); err != nil {
+		return fmt.Errorf("match the cell's kill count to agent-lock's cgroup (%s): %w", ownCgroup(), err)
+	}
+	c.kills++
+	return nil
 }
 
 // ownCgroup is agent-lock's cgroup v2 path, for messages.

@@ -53,7 +53,9 @@ func openNet(cg *cgroup, p netpolicy.Policy, audit bool, warn warner) (*netcell.
 	if err != nil {
 		return nil, fmt.Errorf("the cell's network: %w", err)
 	}
-	if err := nc.Probe(context.Background(), cg.FD()); err != nil {
+	// The probe is the cell's first process: it matches the cell's kill
+	// count by trial (cgroup.killedAtBirth).
+	if err := nc.Probe(context.Background(), cg.FD(), cg.killedAtBirth); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("self-test failed, not starting the agent: %w", err)
 	}
