@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 )
@@ -388,5 +390,48 @@ func TestFailedWhenAServerDies(t *testing.T) {
 	case err := <-c.Failed():
 		t.Errorf("a drained cell reported a failure: %v", err)
 	default:
+	}
+}
+
+// TestOwnServerKeptOnlyIfForgettable: the cell reaches its own loopback
+// server; but when the server's socket cannot be recorded for its
+// release (own_by_sock full, or no memory for an entry), the port is not
+// kept as the cell's own either: whoever bound it next would be reachable.
+func TestOwnServerKeptOnlyIfForgettable(t *testing.T) {
+	needRoot(t)
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("needs " + python)
+	}
+	c, dir := openCell(t, Config{Policy: rules(t, "allowed.test")})
+	// The cell binds a loopback server and connects to it: 0, or the
+	// connect's errno.
+	own := func() string {
+		t.Helper()
+		out, err := inCell(t, dir, python, "-c", `import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(socket.socket().connect_ex(s.getsockname()))`)
+		if err != nil {
+			t.Fatalf("python in the cell: %v: %s", err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	if got := own(); got != "0" {
+		t.Fatalf("the cell's connection to its own server: errno %s, want 0", got)
+	}
+	max := c.objs.OwnBySock.MaxEntries()
+	for i := uint32(0); i < max; i++ {
+		cookie := uint64(1<<62) + uint64(i)
+		if err := c.objs.OwnBySock.Update(&cookie, &netcellOwnKey{Port: uint16(i%60000 + 1)}, ebpf.UpdateAny); err != nil {
+			t.Fatalf("fill own_by_sock (%d of %d): %v", i, max, err)
+		}
+	}
+	if got := own(); got != fmt.Sprint(int(syscall.EPERM)) {
+		t.Errorf("with own_by_sock full, the cell's connection to its own server: errno %s, want EPERM", got)
+	}
+	var k netcellOwnKey
+	var v uint64
+	if it := c.objs.Own.Iterate(); it.Next(&k, &v) {
+		t.Errorf("own keeps port %d, which its release could not forget", k.Port)
 	}
 }
