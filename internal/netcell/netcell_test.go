@@ -394,9 +394,11 @@ func TestFailedWhenAServerDies(t *testing.T) {
 }
 
 // TestOwnServerKeptOnlyIfForgettable: the cell reaches its own loopback
-// server; but when the server's socket cannot be recorded for its
-// release (own_by_sock full, or no memory for an entry), the port is not
-// kept as the cell's own either: whoever bound it next would be reachable.
+// server, and no port stays the cell's own once its socket is gone, where
+// whoever bound it next, outside the cell, would be reachable: not after a
+// socket gave its ephemeral port back (connect(AF_UNSPEC)) and bound
+// another, nor when the server's socket cannot be recorded for its release
+// (own_by_sock full, or no memory for an entry).
 func TestOwnServerKeptOnlyIfForgettable(t *testing.T) {
 	needRoot(t)
 	const python = "/usr/bin/python3"
@@ -404,20 +406,52 @@ func TestOwnServerKeptOnlyIfForgettable(t *testing.T) {
 		t.Skip("needs " + python)
 	}
 	c, dir := openCell(t, Config{Policy: rules(t, "allowed.test")})
-	// The cell binds a loopback server and connects to it: 0, or the
-	// connect's errno.
-	own := func() string {
+	py := func(script string) string {
 		t.Helper()
-		out, err := inCell(t, dir, python, "-c", `import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
-print(socket.socket().connect_ex(s.getsockname()))`)
+		out, err := inCell(t, dir, python, "-c", script)
 		if err != nil {
 			t.Fatalf("python in the cell: %v: %s", err, out)
 		}
 		return strings.TrimSpace(out)
 	}
-	if got := own(); got != "0" {
+	kept := func() []uint16 {
+		t.Helper()
+		var ports []uint16
+		var k netcellOwnKey
+		var v uint64
+		it := c.objs.Own.Iterate()
+		for it.Next(&k, &v) {
+			ports = append(ports, k.Port)
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return ports
+	}
+	// A loopback server, and the cell's connection to it: 0, or its errno.
+	const own = `import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(socket.socket().connect_ex(s.getsockname()))`
+	if got := py(own); got != "0" {
 		t.Fatalf("the cell's connection to its own server: errno %s, want 0", got)
+	}
+	if ports := kept(); len(ports) != 0 {
+		t.Errorf("own keeps ports %v after their sockets closed", ports)
+	}
+	// Bound, given back, bound again: the first port must go then.
+	out := py(`import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0)); first = s.getsockname()[1]
+unspec = ctypes.create_string_buffer(16)
+if libc.connect(s.fileno(), unspec, 16) != 0: raise OSError(ctypes.get_errno(), "connect AF_UNSPEC")
+s.bind(("127.0.0.1", 0)); print(first, s.getsockname()[1])`)
+	var first, second int
+	if _, err := fmt.Sscan(out, &first, &second); err != nil || first == second {
+		t.Fatalf("the rebind: %q, want two ports", out)
+	}
+	if ports := kept(); len(ports) != 0 {
+		t.Errorf("own keeps ports %v (the first bound %d, the second %d) after the socket closed", ports, first, second)
 	}
 	max := c.objs.OwnBySock.MaxEntries()
 	for i := uint32(0); i < max; i++ {
@@ -426,12 +460,10 @@ print(socket.socket().connect_ex(s.getsockname()))`)
 			t.Fatalf("fill own_by_sock (%d of %d): %v", i, max, err)
 		}
 	}
-	if got := own(); got != fmt.Sprint(int(syscall.EPERM)) {
+	if got := py(own); got != fmt.Sprint(int(syscall.EPERM)) {
 		t.Errorf("with own_by_sock full, the cell's connection to its own server: errno %s, want EPERM", got)
 	}
-	var k netcellOwnKey
-	var v uint64
-	if it := c.objs.Own.Iterate(); it.Next(&k, &v) {
-		t.Errorf("own keeps port %d, which its release could not forget", k.Port)
+	if ports := kept(); len(ports) != 0 {
+		t.Errorf("own keeps ports %v, which their release could not forget", ports)
 	}
 }

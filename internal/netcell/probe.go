@@ -88,7 +88,9 @@ func (c *Cell) Probe(ctx context.Context, cgroupFD int, bornKilled func() error)
 		if err == nil {
 			break
 		}
-		if bornKilled != nil && ctx.Err() == nil && killed(err) {
+		// Killed before it wrote a word: at birth (a SIGKILL later, the
+		// out-of-memory killer's, is a failure like any other).
+		if bornKilled != nil && ctx.Err() == nil && killed(err) && stdout.Len() == 0 {
 			if err := bornKilled(); err != nil {
 				return err
 			}
@@ -99,7 +101,7 @@ func (c *Cell) Probe(ctx context.Context, cgroupFD int, bornKilled func() error)
 	// Each attempt it made is reported; every report of it is taken
 	// here, so that none reaches the session's.
 	var want int
-	if _, err := fmt.Sscanf(stdout.String(), "reports %d", &want); err != nil {
+	if _, err := fmt.Sscanf(strings.TrimPrefix(stdout.String(), probeStarted), "reports %d", &want); err != nil {
 		return fmt.Errorf("the network self-test said %q", stdout.String())
 	}
 	pid := uint32(cmd.Process.Pid)
@@ -123,6 +125,9 @@ func (c *Cell) Probe(ctx context.Context, cgroupFD int, bornKilled func() error)
 	return nil
 }
 
+// probeStarted is what RunProbe writes first.
+const probeStarted = "started\n"
+
 // killed says whether err is a process's end by SIGKILL.
 func killed(err error) bool {
 	var ee *exec.ExitError
@@ -139,6 +144,9 @@ func killed(err error) bool {
 // socket the cell is not granted. It exits 0 when every check holds, and
 // says what failed otherwise.
 func RunProbe(args []string) int {
+	// First, so that a kill after the start is not taken for one at birth
+	// (Probe).
+	fmt.Print(probeStarted)
 	if len(args) != 6 {
 		fmt.Fprintln(os.Stderr, "netprobe: want MODE NAME ADDR TCP4PORT TCP6PORT UDP4PORT")
 		return 2

@@ -85,8 +85,9 @@ struct {
  * is made whole, entry by entry, at every session's start (8 ms here for
  * this one natively, ten times that emulated) and these hold a few
  * entries. An update that then finds no memory fails as a full table
- * does: agent-lock does not hand the address out (records.go), and the
- * cell's own server is not recorded as its own (bound). */
+ * does: the resolver cannot hand the address out, which ends the session
+ * (records.go, resolver.go), and the cell's own server is not recorded as
+ * its own (bound). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -559,11 +560,22 @@ static __always_inline int bound(struct bpf_sock *ctx, int v6)
 		__builtin_memcpy(k.addr, m, 16);
 	}
 
-	/* Kept only if its release can forget it: a port left recorded as
-	 * the cell's own would let the cell reach whoever binds it next. */
-	if (k.port && !bpf_map_update_elem(&own, &k, &cookie, BPF_ANY) &&
-	    bpf_map_update_elem(&own_by_sock, &cookie, &k, BPF_ANY))
-		bpf_map_delete_elem(&own, &k);
+	if (!k.port)
+		return 1;
+	/* A port left recorded as the cell's own would let the cell reach
+	 * whoever binds it next, outside the cell. A socket binds again when
+	 * connect(AF_UNSPEC) gave its ephemeral port back: its old port goes
+	 * first. */
+	struct own_key *old = bpf_map_lookup_elem(&own_by_sock, &cookie);
+	if (old) {
+		struct own_key ok = *old;
+		__u64 *c = bpf_map_lookup_elem(&own, &ok);
+		if (c && *c == cookie)
+			bpf_map_delete_elem(&own, &ok);
+	}
+	/* And a port is kept only if its release can forget it. */
+	if (!bpf_map_update_elem(&own_by_sock, &cookie, &k, BPF_ANY))
+		bpf_map_update_elem(&own, &k, &cookie, BPF_ANY);
 	return 1;
 }
 
