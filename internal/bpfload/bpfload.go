@@ -53,26 +53,14 @@ func ResetPeak() { peak.Store(0) }
 // Collection creates spec's maps, then loads its programs in parallel, at
 // most GOMAXPROCS at a time, largest first (the largest decides how long it
 // takes). cache holds the kernel's BTF, which the programs' relocations
-// (CO-RE) read: a caller whose programs have some passes one, which is
-// parsed, if it is not yet, while the maps are made; with nil it is parsed
-// only if a program needs it.
+// (CO-RE) read: the caller's, parsed already, or nil, and then parsed only
+// if a program needs it, once for all of them.
 func Collection(spec *ebpf.CollectionSpec, cache *btf.Cache) (*ebpf.Collection, error) {
 	if Serial || hasSpecialMaps(spec) {
 		return ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: cache})
 	}
 	if cache == nil {
 		cache = btf.NewCache()
-	} else {
-		// Parsing the kernel's BTF is Go's work and a first program's
-		// wait (30 ms natively, a tenth of a second and more emulated).
-		// A failure comes again, and is reported, in the program that
-		// needs it. Nothing outlives the call.
-		warmed := make(chan struct{})
-		go func() {
-			defer close(warmed)
-			cache.Kernel()
-		}()
-		defer func() { <-warmed }()
 	}
 	maps, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
 		Maps:      spec.Maps,

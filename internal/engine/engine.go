@@ -83,12 +83,6 @@ type Engine interface {
 	Open(f kernel.Facts, s Spec) (Cell, error)
 }
 
-// Preparer is an engine with work it can begin before its cell's cgroup
-// and network are made (parsing its programs), so that Open finds it done.
-type Preparer interface {
-	Prepare()
-}
-
 // Loader is an engine whose slow part, the kernel verifying its programs,
 // can begin as soon as the cell's cgroup exists, beside the network's
 // set-up: Load begins it (s complete but for what the network adds to

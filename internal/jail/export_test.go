@@ -42,10 +42,3 @@ func (j *Jail) ProgramTags() (map[string]string, error) {
 	}
 	return tags, nil
 }
-
-// Prefetched says whether a parse Prefetch began waits for a Load.
-func Prefetched() bool {
-	ahead.Lock()
-	defer ahead.Unlock()
-	return ahead.next != nil
-}

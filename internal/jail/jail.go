@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -243,52 +242,10 @@ func mountTracefs() error {
 	return nil
 }
 
-// parse is the programs' object and the kernel's BTF, parsed: Go's work
-// before a load (tens of milliseconds natively, about half a second
-// emulated), which Prefetch begins while the session makes the cell's
-// cgroup and network.
-type parse struct {
-	spec  *ebpf.CollectionSpec
-	types *btf.Cache
-	err   error
-}
-
-// ahead is the parse Prefetch began, which the next Load takes.
-var ahead struct {
-	sync.Mutex
-	next chan parse
-}
-
-// Prefetch begins parsing what the next Load needs, in the background. A
-// parse is Load's alone (Load changes the spec): another Load meanwhile
-// parses its own.
-func Prefetch() {
-	ahead.Lock()
-	defer ahead.Unlock()
-	if ahead.next != nil {
-		return
-	}
-	next := make(chan parse, 1)
-	ahead.next = next
-	go func() { next <- parseNow() }()
-}
-
-// parsed is the parse Prefetch began, or a new one.
-func parsed() (*ebpf.CollectionSpec, *btf.Cache, error) {
-	ahead.Lock()
-	next := ahead.next
-	ahead.next = nil
-	ahead.Unlock()
-	var p parse
-	if next != nil {
-		p = <-next
-	} else {
-		p = parseNow()
-	}
-	return p.spec, p.types, p.err
-}
-
-func parseNow() parse {
+// parse parses the programs' object and, beside it, the kernel's BTF: Go's
+// work before a load (tens of milliseconds natively, about half a second
+// emulated), in Begin's background.
+func parse() (*ebpf.CollectionSpec, *btf.Cache, error) {
 	types := btf.NewCache()
 	// The kernel's BTF beside the object; an error there comes again, and
 	// is reported, where the load needs it.
@@ -299,7 +256,7 @@ func parseNow() parse {
 	}()
 	spec, err := loadJail()
 	<-kernel
-	return parse{spec, types, err}
+	return spec, types, err
 }
 
 // Load loads and attaches the programs and registers cfg.Rules.
@@ -382,7 +339,7 @@ func verify(cfg Config) (*verified, error) {
 	unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf)
 	// The kernel's BTF is parsed once: fitToKernel reads the hooks'
 	// arguments in it, and the load its types for the relocations.
-	spec, kernelTypes, err := parsed()
+	spec, kernelTypes, err := parse()
 	if err != nil {
 		return nil, fmt.Errorf("load jail spec: %w", err)
 	}

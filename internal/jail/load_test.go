@@ -58,28 +58,6 @@ func TestLoadsInParallel(t *testing.T) {
 		runtime.GOMAXPROCS(0), serial.LoadTime(), parallel.LoadTime(), float64(parallel.LoadTime())/float64(serial.LoadTime()))
 }
 
-// TestPrefetch: the parse Prefetch begins is the next Load's, and a Load
-// with none parses its own.
-func TestPrefetch(t *testing.T) {
-	f := needObservers(t)
-	jail.Prefetch()
-	jail.Prefetch()
-	if !jail.Prefetched() {
-		t.Fatal("Prefetch began no parse")
-	}
-	for i := range 2 {
-		cg := newCgroup(t, f)
-		j, err := jail.Load(jail.Config{CgroupID: cg.id, Observe: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.Close()
-		if jail.Prefetched() {
-			t.Fatalf("load %d left the parse Prefetch began", i)
-		}
-	}
-}
-
 // TestAbandon: a load begun and abandoned (the start failed meanwhile)
 // leaves nothing open, and cannot be attached after.
 func TestAbandon(t *testing.T) {

@@ -73,9 +73,6 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 	if err := eng.Check(facts, s); err != nil {
 		return nil, err
 	}
-	if p, ok := eng.(engine.Preparer); ok {
-		p.Prepare()
-	}
 	sweep(facts.Cgroup2, warn)
 	cg, err := newCgroup(facts.Cgroup2)
 	if err != nil {

@@ -40,12 +40,6 @@ func (e Engine) Check(f kernel.Facts, _ engine.Spec) error {
 	return nil
 }
 
-// Prepare parses the programs while the session makes the cell's cgroup
-// and network.
-func (Engine) Prepare() { jail.Prefetch() }
-
-var _ engine.Preparer = Engine{}
-
 // Open loads and attaches the hooks for s's cgroup.
 func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
 	if err := e.Check(f, s); err != nil {

@@ -48,12 +48,6 @@ func (Engine) Check(f kernel.Facts, s engine.Spec) error {
 	return refuseUnenforceable(s.Policy, s.BestEffort, s.Warn)
 }
 
-// Prepare parses the observers' programs while the session makes the
-// cell's cgroup and network.
-func (Engine) Prepare() { jail.Prefetch() }
-
-var _ engine.Preparer = Engine{}
-
 // Open builds the ruleset, loads the observers for s's cgroup and arms the
 // tripwire.
 func (e Engine) Open(f kernel.Facts, s engine.Spec) (engine.Cell, error) {
