@@ -40,7 +40,7 @@ print("reply:", s.recv(n).decode(), flush=True)
 // secret: the test is real). Killing the client ends its session and
 // everything in it; killing the daemon changes nothing for a running
 // session, which stays confined and still tells its client how it ended.
-// With no daemon, agent-lock says how to start one.
+// With no daemon, the BPF-LSM engine says how to start one.
 func TestDaemon(t *testing.T) {
 	bin, engs := lifecycleSetup(t)
 	root, dir := testenv.ProjectDir(t, uid)
@@ -137,8 +137,9 @@ exit 3
 		t.Errorf("after the daemon died, the session did not end confined with its status 5 (%v):\n%s", err, outBuf.String())
 	}
 
-	// No daemon: a clear error.
-	out, err := asUser(filepath.Join(root, "none.sock"), "--headless", ".", "--", "true").CombinedOutput()
+	// No daemon: the BPF-LSM engine says how to start one (Landlock
+	// jails alone: TestAloneWithoutDaemon).
+	out, err := asUser(filepath.Join(root, "none.sock"), "--headless", "--engine", "bpf-lsm", ".", "--", "true").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), "sudo agent-lock install") {
 		t.Errorf("with no daemon: %v\n%s", err, out)
 	}

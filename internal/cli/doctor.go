@@ -116,7 +116,7 @@ func daemonState() string {
 	v, err := daemon.Ping(sock)
 	if err != nil {
 		if errors.Is(err, daemon.ErrNoDaemon) {
-			return fmt.Sprintf("not running at %s: sessions need sudo (sudo agent-lock install lets every user run agent-lock as themselves)", sock)
+			return fmt.Sprintf("not running at %s: sessions need sudo, or run with Landlock alone, nothing observed (sudo agent-lock install lets every user run agent-lock as themselves, observed)", sock)
 		}
 		return fmt.Sprintf("at %s: %v", sock, err)
 	}

@@ -15,6 +15,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/daemon"
 	"github.com/agent-lock/agent-lock/internal/dashboard"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
 	"github.com/agent-lock/agent-lock/internal/policy"
@@ -27,8 +28,13 @@ import (
 // folder; on a terminal, unless --headless, the agent runs in a pane beside
 // the cell's live view (pane.go), run by a session agent-lock of its own.
 func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
-	if os.Geteuid() != 0 && !o.serve {
-		return viaDaemon(ctx, o, stdout, stderr)
+	// Without root: through the daemon, or, where none answers, alone
+	// (Landlock needs no privilege; session.Options.Alone).
+	alone := os.Geteuid() != 0
+	if alone && !o.serve {
+		if _, err := daemon.Ping(daemon.SocketPath()); !errors.Is(err, daemon.ErrNoDaemon) {
+			return viaDaemon(ctx, o, stdout, stderr)
+		}
 	}
 	if !o.serve && !o.headless && isTerminal(stdout) && isTerminal(os.Stdin) {
 		return startPane(ctx, ownPane(o.args), stdout, stderr, func(err error) int {
@@ -45,6 +51,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		return session.ExitFailed
 	}
 	agent, err := session.InvokingUser(o.allowRoot)
+	if alone {
+		agent, err = session.Self()
+	}
 	if err != nil {
 		return failed(err)
 	}
@@ -84,6 +93,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	writers := []report.Writer{report.NewJSON(recFile)}
 
 	opts := o.session(dir, agent, recDir)
+	opts.Alone = alone
 	if o.ownTerminal {
 		opts.Terminal = os.Stdin
 	}

@@ -316,3 +316,9 @@ func (b *Board) Audit() bool { return b.Start != nil && b.Start.Mode == report.A
 func (b *Board) Landlock() bool {
 	return b.Start != nil && strings.HasPrefix(b.Start.Engine, "landlock")
 }
+
+// Unobserved says whether nothing reports what the cell refuses: Landlock
+// alone, with no daemon for the observers (the engine's name ends so).
+func (b *Board) Unobserved() bool {
+	return b.Landlock() && strings.HasSuffix(b.Start.Engine, ", alone")
+}

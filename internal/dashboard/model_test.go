@@ -362,6 +362,24 @@ func TestLandlockEngineSaysWhatItLeavesOpen(t *testing.T) {
 	}
 }
 
+// TestLandlockAloneSaysNothingIsObserved: with no daemon, Landlock alone
+// refuses and nothing reports it, so no escape seen is not "no escape
+// attempts".
+func TestLandlockAloneSaysNothingIsObserved(t *testing.T) {
+	recs := sampleRecords()[:1]
+	recs[0].Start.Engine = "landlock (ABI 7), alone"
+	m := fed(recs, 200, 50)
+	screen := ansi.Strip(m.render())
+	for _, want := range []string{"JAILED (Landlock alone)", "escapes refused but not seen: no daemon to observe them"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%s", want, screen)
+		}
+	}
+	if strings.Contains(screen, "no escape attempts") {
+		t.Errorf("the screen says no escape was attempted, with nothing observing:\n%s", screen)
+	}
+}
+
 // TestWarningsShowInTheFooter: agent-lock's own warnings appear on the
 // dashboard (which owns the terminal) until the next key, counted when
 // there are several, and an agent-chosen name in one is not obeyed.

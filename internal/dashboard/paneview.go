@@ -63,6 +63,8 @@ func (m *Model) badge() string {
 	switch b := m.board; {
 	case b.Audit():
 		return auditBadge.Render("AUDIT · UNCONFINED")
+	case b.Unobserved():
+		return jailedBadge.Render("JAILED (Landlock alone)")
 	case b.Landlock():
 		return jailedBadge.Render("JAILED (Landlock)")
 	}

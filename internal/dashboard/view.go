@@ -43,6 +43,8 @@ func (m *Model) masthead(w int) []string {
 	state := jailedBadge.Render("JAILED")
 	if b.Audit() {
 		state = auditBadge.Render("AUDIT · UNCONFINED")
+	} else if b.Unobserved() {
+		state = jailedBadge.Render("JAILED (Landlock alone)")
 	} else if b.Landlock() {
 		state = jailedBadge.Render("JAILED (Landlock)")
 	}
@@ -106,6 +108,10 @@ func verdictLine(b *Board) string {
 		undone = warnStyle.Render(fmt.Sprintf(" · %s %s to protected files undone", count(b.Undone), plural(b.Undone, "change", "changes")))
 	}
 	if b.Blocked == 0 && b.Reached == 0 {
+		if b.Unobserved() {
+			// Landlock refuses, and nothing is there to say so.
+			return warnStyle.Render("escapes refused but not seen: no daemon to observe them") + undone
+		}
 		return okStyle.Render("no escape attempts — the jail is holding") + undone
 	}
 	v := badStyle.Render(fmt.Sprintf("%s escape %s blocked", count(b.Blocked), plural(b.Blocked, "attempt", "attempts"))) +

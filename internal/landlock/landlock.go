@@ -183,10 +183,23 @@ func config() landlock.Config {
 		EnableLoggingForSubprocesses().BestEffort()
 }
 
+// Ports is what of the network a ruleset holds: Landlock knows ports,
+// not hosts. A nil Ports leaves the network alone (the cell's cgroup
+// programs hold it, by name).
+type Ports struct {
+	// TCP are the ports the agent may connect to; every other is refused.
+	TCP []uint16
+	// UDP are the ports it may send to, where Landlock has UDP (ABI 10);
+	// every other is refused there.
+	UDP []uint16
+	// NoBind refuses every bind (TCP, and UDP from ABI 10).
+	NoBind bool
+}
+
 // Ruleset creates the ruleset (close-on-exec) and returns it with the
-// flags to enforce it with. Every path must exist: the caller left out
-// what does not.
-func Ruleset(rules []Rule) (fd int, flags uint32, err error) {
+// flags to enforce it with; net is what it holds of the network (nil for
+// nothing). Every path must exist: the caller left out what does not.
+func Ruleset(rules []Rule, net *Ports) (fd int, flags uint32, err error) {
 	var opts []landlock.Rule
 	for _, r := range rules {
 		st, err := os.Stat(r.Path)
@@ -213,7 +226,20 @@ func Ruleset(rules []Rule) (fd int, flags uint32, err error) {
 		}
 		opts = append(opts, o)
 	}
-	fd, flags, err = config().NewRulesetFD(opts...)
+	c := config()
+	if net != nil {
+		c.HandledAccessNet = landlock.AccessNetSet(ll.AccessNetConnectTCP | ll.AccessNetConnectSendUDP)
+		if net.NoBind {
+			c.HandledAccessNet |= landlock.AccessNetSet(ll.AccessNetBindTCP | ll.AccessNetBindUDP)
+		}
+		for _, p := range net.TCP {
+			opts = append(opts, landlock.ConnectTCP(p))
+		}
+		for _, p := range net.UDP {
+			opts = append(opts, landlock.ConnectSendUDP(p))
+		}
+	}
+	fd, flags, err = c.NewRulesetFD(opts...)
 	if err != nil {
 		return -1, 0, fmt.Errorf("landlock ruleset: %w", err)
 	}

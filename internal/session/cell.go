@@ -25,13 +25,51 @@ import (
 
 // cell is a cgroup, its network, and the engine that decides there.
 type cell struct {
-	cg   *cgroup
-	net  *netcell.Cell // the cell's network (net.go)
+	cg   *cgroup       // nil for a cell alone (alone.go)
+	net  *netcell.Cell // the cell's network (net.go); nil alone
 	eng  engine.Cell
 	warn warner
 	// steps are the opening's (report.Step): cgroup, network, then the
 	// engine's own and the rest of its opening.
 	steps []report.Step
+	// agent is the agent's process, once started: alone, its waiter
+	// reaps it, not kill.
+	agent int
+}
+
+// alone says whether the cell has no cgroup and no network programs.
+func (c *cell) alone() bool { return c.cg == nil }
+
+// kill kills every process of the cell and waits until none is left.
+func (c *cell) kill(timeout time.Duration) error {
+	if c.alone() {
+		return killChildren(c.agent, timeout)
+	}
+	return killCgroup(c.cg.Path, timeout)
+}
+
+// netEvents, netFailed and netDrain are the network's, nil alone.
+func (c *cell) netEvents() <-chan netcell.Event {
+	if c.net == nil {
+		return nil
+	}
+	return c.net.Events()
+}
+
+func (c *cell) netFailed() <-chan error {
+	if c.net == nil {
+		return nil
+	}
+	return c.net.Failed()
+}
+
+func (c *cell) netDrain() <-chan netcell.Event {
+	if c.net == nil {
+		ch := make(chan netcell.Event)
+		close(ch)
+		return ch
+	}
+	return c.net.Drain()
 }
 
 // Engines.
@@ -147,7 +185,7 @@ func (c *cell) command(path string, argv, env []string, attr *syscall.SysProcAtt
 // counters are the engine's tallies and the network's.
 func (c *cell) counters() (verdict.Counters, error) {
 	n, err := c.eng.Counters()
-	if err != nil {
+	if err != nil || c.net == nil {
 		return n, err
 	}
 	nn, err := c.net.Counters()
@@ -164,6 +202,13 @@ func (c *cell) close() {
 	// the programs on the cgroup and the next agent-lock run kills what
 	// is left and unpins (sweep); where it is not, nothing outlasts this
 	// process, and the warning says so.
+	if c.alone() {
+		if err := c.kill(30 * time.Second); err != nil {
+			c.warn("%v", err)
+		}
+		c.eng.Close()
+		return
+	}
 	if err := killCgroup(c.cg.Path, 30*time.Second); err != nil {
 		if pinBase() != "" {
 			c.warn("the cell's processes outlived its kill (%v): its programs stay pinned on it, and the next agent-lock run kills them", err)
@@ -216,7 +261,7 @@ func (c *cell) probe(ctx context.Context, audit bool) error {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	// Not CommandContext: the caller's ctx ending kills the cell.
-	stop := context.AfterFunc(ctx, func() { killCgroup(c.cg.Path, time.Second) })
+	stop := context.AfterFunc(ctx, func() { c.kill(time.Second) })
 	err = cmd.Run()
 	stop()
 	switch {
@@ -230,6 +275,9 @@ func (c *cell) probe(ctx context.Context, audit bool) error {
 		return fmt.Errorf("in audit mode a jailed process could not read a file: %w", err)
 	case err != nil && !(strings.Contains(stderr.String(), filepath.Base(target)) && strings.Contains(stderr.String(), "Permission denied")):
 		return fmt.Errorf("a jailed process could not run `cat` (the system set is not readable): %w: %s%s", err, strings.TrimSpace(stderr.String()), c.pendingEscapes())
+	}
+	if c.alone() {
+		return nil // refused; nothing observes to report it
 	}
 	pid := uint32(cmd.Process.Pid)
 	timeout := time.After(5 * time.Second)

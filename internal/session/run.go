@@ -90,6 +90,9 @@ func (r *run) open(ctx context.Context) error {
 		return fail(ExitFailed, err)
 	}
 	agent, err := invokingUser(o.Getenv, o.AllowRoot)
+	if o.Alone {
+		agent, err = Self()
+	}
 	if err != nil {
 		return fail(ExitFailed, err)
 	}
@@ -137,15 +140,23 @@ func (r *run) open(ctx context.Context) error {
 		User: agent.ID(), BestEffort: o.BestEffort, AllowUnix: o.AllowUnix}
 	r.pol = r.plan.Policy
 	r.pol.TmpDir = tmp
-	view, rcDir := shellSetup(agent, &r.pol, warn)
-	r.view = view
-	r.later(func() { os.RemoveAll(rcDir) })
+	if !o.Alone {
+		// Its mounts need root (alone, the agent's shells are refused
+		// the user's shell files, as any file outside).
+		view, rcDir := shellSetup(agent, &r.pol, warn)
+		r.view = view
+		r.later(func() { os.RemoveAll(rcDir) })
+	}
 	s.Policy = r.pol
 	if s.Rules, err = userRules(r.pol, agent.ID()); err != nil {
 		return fail(ExitFailed, fmt.Errorf("resolve the cell's paths as %s: %w", agent.Name, err))
 	}
 	r.step("plan")
-	c, err := openEngine(r.facts, o.Engine, s, r.plan.Net, warn)
+	open := openEngine
+	if o.Alone {
+		open = openAlone
+	}
+	c, err := open(r.facts, o.Engine, s, r.plan.Net, warn)
 	if err != nil {
 		return fail(ExitFailed, err)
 	}
@@ -174,6 +185,11 @@ func (r *run) open(ctx context.Context) error {
 	if r.baseline, err = c.counters(); err != nil {
 		return fail(ExitFailed, err)
 	}
+	if c.alone() {
+		// No programs to keep: the ruleset holds the agent's processes
+		// whatever becomes of this one.
+		return nil
+	}
 	links, err := c.eng.Links()
 	if err != nil {
 		return fail(ExitFailed, err)
@@ -197,6 +213,9 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 	attr := &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: agent.UID, Gid: agent.GID, Groups: agent.Groups},
 		Pdeathsig:  syscall.SIGKILL,
+	}
+	if o.Alone {
+		attr.Credential = nil // the agent's own user already
 	}
 	if o.Terminal != nil {
 		// Its standard input (fd 0 in the child) becomes the new
@@ -235,7 +254,11 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 	signal.Notify(r.term, syscall.SIGTERM, syscall.SIGHUP)
 	r.later(func() { signal.Stop(r.term) })
 
-	started, done := startNoNewPrivs(cmd, r.view, warn)
+	view := &r.view
+	if o.Alone {
+		view = nil // its mount namespace needs root
+	}
+	started, done := startNoNewPrivs(cmd, view, warn)
 	err = <-started
 	// After the start: the agent must not inherit the ignored SIGTTOU.
 	r.releaseTerminal = holdTerminal(foregrounded)
@@ -250,6 +273,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 	}
 	r.step("exec")
 	r.agentPgid.Store(int64(cmd.Process.Pid))
+	c.agent = cmd.Process.Pid
 	c.eng.Started(cmd.Process.Pid)
 
 	mode := report.Enforce
@@ -283,11 +307,11 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, done <-chan int) int
 		ending.Do(func() {
 			go func() {
 				time.Sleep(endGrace)
-				killCgroup(c.cg.Path, time.Second)
+				c.kill(time.Second)
 			}()
 		})
 	}
-	events, netEvents := c.events(), c.net.Events()
+	events, netEvents := c.events(), c.netEvents()
 	stop := ctx.Done()
 	progress := time.NewTicker(time.Second)
 	defer progress.Stop()
@@ -309,12 +333,12 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, done <-chan int) int
 				continue
 			}
 			writeNetEvent(rep, ev, &r.opens)
-		case err := <-c.net.Failed():
+		case err := <-c.netFailed():
 			// Fail closed: without its resolver or forwarder the cell's
 			// network is dead anyway; end the cell rather than leave an
 			// agent working half blind.
 			r.warn("%v: ending the session", err)
-			killCgroup(c.cg.Path, time.Second)
+			c.kill(time.Second)
 		case s := <-r.term:
 			end(s.(syscall.Signal))
 		case <-progress.C:
@@ -337,14 +361,14 @@ func (r *run) supervise(ctx context.Context, cmd *exec.Cmd, done <-chan int) int
 // the last reports and the tallies are read.
 func (r *run) finish(status int) error {
 	c, rep, warn := r.cell, r.o.Report, r.warn
-	if err := killCgroup(c.cg.Path, 30*time.Second); err != nil {
+	if err := c.kill(30 * time.Second); err != nil {
 		warn("%v", err)
 	}
 	r.releaseTerminal()
 	for ev := range c.eng.Drain() {
 		writeEvent(rep, r.view.named(ev), &r.opens)
 	}
-	for ev := range c.net.Drain() {
+	for ev := range c.netDrain() {
 		writeNetEvent(rep, ev, &r.opens)
 	}
 	undone, left := c.eng.Finish()

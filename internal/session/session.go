@@ -80,6 +80,10 @@ type Options struct {
 	// PassEnv names variables the agent gets although they look like
 	// credentials (--env); its own API key is passed without asking.
 	PassEnv []string
+	// Alone runs the session without root and without the daemon
+	// (alone.go): the agent as this process's user, jailed by Landlock
+	// alone, nothing observed.
+	Alone bool
 	// Engine is what decides: EngineBPF, EngineLandlock, or EngineAuto
 	// (or ""): the BPF LSM where this kernel runs its programs, else
 	// Landlock, else nothing (the agent does not start).
@@ -169,15 +173,17 @@ func (s *sampler) take(t time.Time) bool {
 // agent's view of the mounts (view). The thread stays
 // locked and waits for the child: Pdeathsig fires when the creating thread
 // exits, and the thread must not go back to the pool with the flag set.
-func startNoNewPrivs(cmd *exec.Cmd, view agentView, warn warner) (<-chan error, <-chan int) {
+func startNoNewPrivs(cmd *exec.Cmd, view *agentView, warn warner) (<-chan error, <-chan int) {
 	started := make(chan error, 1)
 	done := make(chan int, 1)
 	go func() {
 		runtime.LockOSThread()
 		// No UnlockOSThread: the thread exits with the goroutine, in the
 		// agent's mount namespace.
-		for _, w := range view.enter() {
-			warn("%s", w)
+		if view != nil {
+			for _, w := range view.enter() {
+				warn("%s", w)
+			}
 		}
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			started <- fmt.Errorf("set no_new_privs: %w", err)

@@ -49,6 +49,29 @@ var daemonCaller *Caller
 // the session's agent-lock the daemon started.
 func ServeCaller(c Caller) { daemonCaller = &c }
 
+// Self is this process's own user, as the agent of a session run without
+// root (Options.Alone): the agent runs as whoever runs agent-lock.
+func Self() (Agent, error) {
+	uid := strconv.Itoa(os.Getuid())
+	a := Agent{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Shell: "/bin/sh"}
+	u, err := user.LookupId(uid)
+	if err != nil {
+		return Agent{}, fmt.Errorf("look up user %s: %w", uid, err)
+	}
+	a.Name, a.Home = u.Username, u.HomeDir
+	if sh := passwdShell("/etc/passwd", uid); sh != "" {
+		a.Shell = sh
+	}
+	gids, err := os.Getgroups()
+	if err != nil {
+		return Agent{}, fmt.Errorf("groups of %s: %w", a.Name, err)
+	}
+	for _, g := range gids {
+		a.Groups = append(a.Groups, uint32(g))
+	}
+	return a, nil
+}
+
 // InvokingUser is the user the agent would run as (see invokingUser).
 func InvokingUser(allowRoot bool) (Agent, error) { return invokingUser(os.Getenv, allowRoot) }
 

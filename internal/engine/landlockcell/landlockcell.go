@@ -33,7 +33,14 @@ import (
 const Name = "landlock"
 
 // Engine opens Landlock cells.
-type Engine struct{}
+type Engine struct {
+	// Alone is the cell a user opens without root and without the
+	// daemon (alone.go): Landlock alone, enforced by the user's own
+	// process; no cgroup, no observers, the network held by port.
+	Alone bool
+	// Ports are what Alone's ruleset holds of the network.
+	Ports *landlock.Ports
+}
 
 // Check refuses what Landlock cannot do: run at all on this kernel, audit
 // (let a refused access through), or what the policy asks that it cannot
@@ -63,6 +70,9 @@ func (e Engine) Load(f kernel.Facts, s engine.Spec) engine.Opening {
 	if err := e.Check(f, quiet); err != nil {
 		return refused{err}
 	}
+	if e.Alone {
+		return &opening{f: f, s: s, ports: e.Ports}
+	}
 	// The observers report; the tripwire reports the protected entries'
 	// changes, with what it undid, where the observers would report the
 	// same writes as reached. Landlock holds without agent-lock by
@@ -87,10 +97,16 @@ func (refused) Abandon()                     {}
 type opening struct {
 	f kernel.Facts
 	s engine.Spec
-	l *jail.Loading
+	l *jail.Loading // nil for a cell alone
+	// ports: what a cell alone's ruleset holds of the network.
+	ports *landlock.Ports
 }
 
-func (o *opening) Abandon() { o.l.Abandon() }
+func (o *opening) Abandon() {
+	if o.l != nil {
+		o.l.Abandon()
+	}
+}
 
 // Open builds the ruleset, attaches the observers once loaded and arms
 // the tripwire.
@@ -99,16 +115,19 @@ func (o *opening) Open() (engine.Cell, error) {
 	abi := landlock.ABI()
 	lr, err := landlock.FromCell(s.Rules, s.TTYPaths)
 	if err != nil {
-		o.l.Abandon()
+		o.Abandon()
 		return nil, err
 	}
-	fd, flags, err := landlock.Ruleset(lr)
+	fd, flags, err := landlock.Ruleset(lr, o.ports)
 	if err != nil {
-		o.l.Abandon()
+		o.Abandon()
 		return nil, err
 	}
 	c := &cell{s: s, abi: abi, flags: flags, ruleset: os.NewFile(uintptr(fd), "landlock-ruleset"),
-		events: make(chan verdict.Event, 4096), done: make(chan struct{})}
+		events: make(chan verdict.Event, 4096), done: make(chan struct{}), ports: o.ports}
+	if o.l == nil {
+		return c.alone()
+	}
 	j, err := o.l.Attach("")
 	if err != nil {
 		c.ruleset.Close()
@@ -149,10 +168,11 @@ func (o *opening) Open() (engine.Cell, error) {
 // cell is a cgroup whose processes enforce the ruleset.
 type cell struct {
 	s       engine.Spec
-	j       *jail.Jail // the observers
+	j       *jail.Jail // the observers; nil for a cell alone (alone.go)
 	ruleset *os.File
 	flags   uint32
 	abi     int
+	ports   *landlock.Ports // what a cell alone holds of the network
 	events  chan verdict.Event
 	done    chan struct{}
 	// audit: Landlock's own records of what it refused (audit.go), nil
@@ -196,6 +216,9 @@ func unprotected(rules []spec.Rule) []spec.Rule {
 }
 
 func (c *cell) About() engine.About {
+	if c.j == nil {
+		return c.aboutAlone()
+	}
 	return engine.About{Name: fmt.Sprintf("%s (ABI %d)", Name, c.abi), LoadTime: c.j.LoadTime(), Steps: c.j.Steps(),
 		Limits: append(landlock.Limits(c.abi), auditLimit(c.noAudit))}
 }
@@ -219,8 +242,12 @@ func (c *cell) Command(path string, argv, env []string, attr *syscall.SysProcAtt
 	if err != nil {
 		return nil, err
 	}
-	attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
-	attr.CgroupFD = c.s.Cgroup.FD
+	if c.j == nil {
+		aloneAttr(attr)
+	} else {
+		attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
+		attr.CgroupFD = c.s.Cgroup.FD
+	}
 	attr.Cloneflags |= syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
 	// For the cell's own devpts, mounted by that process before it
 	// drops every capability (landlock/pts.go).
@@ -275,6 +302,9 @@ func (c *cell) Events() <-chan verdict.Event { return c.events }
 const drainWait = time.Second
 
 func (c *cell) Drain() <-chan verdict.Event {
+	if c.j == nil {
+		return c.events // closed: nothing observes
+	}
 	events, ok := c.j.Drain(c.events, c.s.Warn)
 	if ok && c.audit != nil {
 		// Audit records reach us through the kernel's audit thread, a
@@ -290,12 +320,20 @@ func (c *cell) Finish() (undone, left []report.Undo) { return c.tw.finish() }
 // Landlock's audit records and the tripwire's among the escapes (the
 // observers see neither).
 func (c *cell) Counters() (verdict.Counters, error) {
+	if c.j == nil {
+		return verdict.Counters{Escapes: c.tw.count()}, nil
+	}
 	n, err := c.j.Counters()
 	n.Escapes += c.auditEscapes.Load() + c.tw.count()
 	return n, err
 }
 
-func (c *cell) HookStats() []verdict.HookStat { return c.j.HookStats() }
+func (c *cell) HookStats() []verdict.HookStat {
+	if c.j == nil {
+		return nil
+	}
+	return c.j.HookStats()
+}
 
 // GitScope: Landlock keeps no marks of what the agent made; git's files in
 // DIR and the user's writable grants that changed since the start and that
@@ -309,7 +347,12 @@ func (c *cell) GitScope(string, []string, uint64) *engine.GitScope {
 	return &engine.GitScope{Made: c.tw.madeSince, Roots: c.tw.roots}
 }
 
-func (c *cell) Links() ([]*os.File, error) { return c.j.LinkFiles() }
+func (c *cell) Links() ([]*os.File, error) {
+	if c.j == nil {
+		return nil, nil
+	}
+	return c.j.LinkFiles()
+}
 
 func (c *cell) Close() {
 	close(c.done)
@@ -319,5 +362,7 @@ func (c *cell) Close() {
 	if c.audit != nil {
 		c.audit.Close()
 	}
-	c.j.Close()
+	if c.j != nil {
+		c.j.Close()
+	}
 }
