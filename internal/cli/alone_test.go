@@ -29,8 +29,10 @@ except OSError as e:
 // jails under Landlock, alone, and says that nothing is observed: the
 // agent runs as the user with the user's PATH and variables (credentials
 // withheld) and its exit status, reads and writes DIR, is refused a file
-// outside it, a change to DIR's git hooks is put back and reported, what
-// it leaves running dies with the session, and TCP goes to the ports the
+// outside it and cannot signal the user's other processes (a PID
+// namespace of its own), a change to DIR's git hooks is put back and
+// reported, what it leaves running dies with the session, and TCP goes to
+// the ports the
 // policy names only (where Landlock holds TCP, ABI 4). Unjailed, the
 // same reads and connection succeed (the test is real). The BPF-LSM
 // engine, which needs the daemon, says how to start it.
@@ -62,6 +64,15 @@ func TestAloneWithoutDaemon(t *testing.T) {
 	}()
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 
+	// A process of the user's, outside the cell.
+	outside := exec.Command("sleep", "3331")
+	outside.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if err := outside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { outside.Process.Kill(); outside.Wait() }()
+	outsidePID := strconv.Itoa(outside.Process.Pid)
+
 	userBin := filepath.Join(dir, "bin")
 	os.Mkdir(userBin, 0o755)
 	os.WriteFile(filepath.Join(dir, "connect.py"), []byte(connectPy), 0o644)
@@ -71,6 +82,7 @@ cat `+secretPath+`; echo "secret=$?"
 echo made > made.txt
 printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit
 /usr/bin/python3 connect.py `+port+`
+kill -CONT `+outsidePID+` 2>/dev/null; echo "signal=$?"
 setsid sleep 3219 </dev/null >/dev/null 2>&1 &
 exit 3
 `), 0o755)
@@ -91,9 +103,9 @@ exit 3
 
 	// Unjailed, the user reads the secret and reaches the service.
 	free := asUser()
-	free.Path, free.Args = "/bin/sh", []string{"sh", "-c", "cat " + secretPath + " && /usr/bin/python3 connect.py " + port}
-	if out, err := free.CombinedOutput(); err != nil || !strings.Contains(string(out), "the-secret") || !strings.Contains(string(out), "connect=ok") {
-		t.Fatalf("unjailed, the user could not read the secret or reach the service (%v):\n%s", err, out)
+	free.Path, free.Args = "/bin/sh", []string{"sh", "-c", "cat " + secretPath + " && /usr/bin/python3 connect.py " + port + "; kill -CONT " + outsidePID + "; echo signal=$?"}
+	if out, err := free.CombinedOutput(); err != nil || !strings.Contains(string(out), "the-secret") || !strings.Contains(string(out), "connect=ok") || !strings.Contains(string(out), "signal=0") {
+		t.Fatalf("unjailed, the user could not read the secret, reach the service or signal their process (%v):\n%s", err, out)
 	}
 
 	rep := testenv.ReportPath(t, uid)
@@ -102,7 +114,7 @@ exit 3
 		t.Fatalf("the agent's exit status 3 did not come back (%v):\n%s", err, out)
 	}
 	for _, want := range []string{"no agent-lock daemon answers: Landlock alone jails the agent", "uid=4242\n", "path=" + userPath + "\n",
-		"setting=hello\n", "key=sk-test\n", "token=none\n", "secret=1\n"} {
+		"setting=hello\n", "key=sk-test\n", "token=none\n", "secret=1\n", "signal=1\n"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the session did not say %q:\n%s", want, out)
 		}
@@ -140,6 +152,47 @@ exit 3
 			"/usr/bin/python3", "connect.py", port).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "connect=ok") {
 			t.Errorf("the granted port was not reached (%v):\n%s", err, out)
+		}
+	}
+
+	// A daemon that comes up while the agent runs alone starts no session
+	// for it: the agent would get a cell of its own choosing. Unjailed,
+	// the same request reads the secret (the test is real).
+	sock := filepath.Join(root, "daemon", "agent-lock.sock")
+	startDaemon(t, bin, sock)
+	os.WriteFile(filepath.Join(dir, "ask.py"), []byte(askDaemon), 0o644)
+	ask := "/usr/bin/python3 ask.py " + sock + " run --headless --allow " + filepath.Dir(secretPath) + " . -- cat " + secretPath
+	free = asUser()
+	free.Path, free.Args = "/bin/sh", []string{"sh", "-c", ask}
+	if out, err := free.CombinedOutput(); err != nil || !strings.Contains(string(out), "the-secret") {
+		t.Fatalf("unjailed, the request to the daemon did not read the secret (%v):\n%s", err, out)
+	}
+	out, _ = asUser("--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "sh", "-c", ask).CombinedOutput()
+	if strings.Contains(string(out), "the-secret") || !strings.Contains(string(out), "no_new_privs") {
+		t.Errorf("the agent alone got a session from the daemon, or was not told why not:\n%s", out)
+	}
+
+	// Where the kernel refuses the user a user namespace, the cell holds
+	// without one, and says what the agent lacks.
+	const maxNS = "/proc/sys/user/max_user_namespaces"
+	was, err := os.ReadFile(maxNS)
+	if err == nil {
+		err = os.WriteFile(maxNS, []byte("0"), 0)
+	}
+	if err != nil && os.Getenv("AGENT_LOCK_NATIVE") != "" {
+		// This machine's /proc/sys is its host's: the guests check it.
+		t.Logf("without user namespaces: not checked here (%v)", err)
+	} else if err != nil {
+		t.Fatal(err)
+	} else {
+		out, err = asUser("--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "sh", "-c", "cat "+secretPath+"; echo secret=$?; echo in-dir > made2.txt").CombinedOutput()
+		os.WriteFile(maxNS, was, 0)
+		if err != nil || !strings.Contains(string(out), "this kernel refuses you a user namespace") || !strings.Contains(string(out), "secret=1\n") ||
+			strings.Contains(string(out), "the-secret") {
+			t.Errorf("without user namespaces (%v):\n%s", err, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "made2.txt")); err != nil {
+			t.Errorf("without user namespaces the agent could not write in DIR: %v", err)
 		}
 	}
 

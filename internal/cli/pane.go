@@ -211,7 +211,7 @@ func servePane(ctx context.Context, o options, opts session.Options, writers []r
 			reports.escape(report.OpAttach, ln.Path(), pid, "a process of a cell may not attach to a session")
 		}
 		if in || err != nil {
-			return errors.New("a process in an agent-lock cell cannot attach to a session")
+			return errors.New("a process in an agent-lock cell or another sandbox (no_new_privs) cannot attach to a session")
 		}
 		return nil
 	}

@@ -165,7 +165,7 @@ func (s *Server) handle(conn *net.UnixConn) {
 	// not reused meanwhile).
 	if in, err := s.InCell(p.pid); in || err != nil {
 		if err == nil {
-			err = errors.New("a process in an agent-lock cell cannot start a session")
+			err = errors.New("a process in an agent-lock cell or another sandbox (no_new_privs) cannot start a session")
 		}
 		refuse("%v", err)
 		return

@@ -325,24 +325,42 @@ func readEnv() ([]string, error) {
 	return env, nil
 }
 
-// Argv is the command line of that process for path and argv; ttys are
-// the terminals the agent inherits, by name, kept at those names in the
-// cell's own devpts (pts.go).
-func Argv(flags uint32, ttys []string, path string, argv []string) []string {
+// Mode is how that process starts the agent.
+type Mode string
+
+const (
+	// AsAgent: it becomes the agent (exec), its namespaces made by
+	// root's agent-lock.
+	AsAgent Mode = "exec"
+	// AsInit: it is the first process of a PID namespace of its own, in
+	// a user namespace of the user's own (a cell without root): it
+	// mounts that namespace's /proc and stays, as its init, while the
+	// agent runs as its child (Init).
+	AsInit Mode = "init"
+	// Bare: no namespaces (the kernel refused the user one): no devpts
+	// of its own; it becomes the agent.
+	Bare Mode = "bare"
+)
+
+// Argv is the command line of that process for path and argv, started in
+// mode; ttys are the terminals the agent inherits, by name, kept at those
+// names in the cell's own devpts (pts.go).
+func Argv(flags uint32, ttys []string, mode Mode, path string, argv []string) []string {
 	t := strings.Join(ttys, ",")
 	if t == "" {
 		t = "-"
 	}
-	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(flags), 10), t, path}, argv...)
+	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(flags), 10), t, string(mode), path}, argv...)
 }
 
 // Exec gives the cell its own terminals (pts.go), drops the capability
 // that took, enforces the ruleset on descriptor RulesetFD and execs path
-// with argv and the environment on EnvFD. It returns only on failure, and
-// then the agent must not run: the caller exits.
+// with argv and the environment on EnvFD (or, AsInit, starts it and waits).
+// It returns only on failure, and then the agent must not run: the caller
+// exits.
 func Exec(args []string) error {
-	if len(args) < 4 {
-		return errors.New("usage: " + ExecArg + " FLAGS TTYS PATH ARGV0 [ARG...]")
+	if len(args) < 5 {
+		return errors.New("usage: " + ExecArg + " FLAGS TTYS MODE PATH ARGV0 [ARG...]")
 	}
 	flags, err := strconv.ParseUint(args[0], 10, 32)
 	if err != nil {
@@ -352,13 +370,28 @@ func Exec(args []string) error {
 	if args[1] != "-" {
 		ttys = strings.Split(args[1], ",")
 	}
-	path, argv := args[2], args[3:]
+	mode := Mode(args[2])
+	if mode != AsAgent && mode != AsInit && mode != Bare {
+		return fmt.Errorf("mode %q: exec, init or bare", mode)
+	}
+	path, argv := args[3], args[4:]
 	env, err := readEnv()
 	if err != nil {
 		return err
 	}
-	runtime.LockOSThread() // never unlocked: the thread execs
-	masters, ptsErr := privatePTS(RulesetFD, ttys)
+	runtime.LockOSThread() // never unlocked: the thread execs, or starts the agent
+	var masters []int
+	var ptsErr error
+	if mode != Bare {
+		masters, ptsErr = privatePTS(RulesetFD, ttys)
+	}
+	if mode == AsInit {
+		// This PID namespace's own /proc: the agent sees its processes
+		// and none of the user's others (grantProc grants it).
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("mount the cell's /proc: %w", err)
+		}
+	}
 	// Whatever became of the mount, no capability goes further.
 	if err := dropCaps(); err != nil {
 		return err
@@ -385,6 +418,9 @@ func Exec(args []string) error {
 	}
 	if err := keepOpen(masters); err != nil {
 		return err
+	}
+	if mode == AsInit {
+		return initAgent(path, argv, env)
 	}
 	return syscall.Exec(path, argv, env)
 }

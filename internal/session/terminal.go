@@ -92,9 +92,10 @@ func forwardKeys(pgid func() int) (stop func()) {
 }
 
 // InCell reports whether process pid runs in a cell of agent-lock's (any
-// session's): such a process may not drive a session's terminal (agent-lock
-// attach), whatever user it runs as. Every cell is a cgroup below the
-// hierarchy's agent-lock folder (newCgroup).
+// session's) or another sandbox: such a process may not drive a session's
+// terminal (agent-lock attach) or ask the daemon for a session, whatever
+// user it runs as. Every cell under root is a cgroup below the hierarchy's
+// agent-lock folder (newCgroup); a cell alone is no_new_privs.
 func InCell(pid int) (bool, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
@@ -103,6 +104,19 @@ func InCell(pid int) (bool, error) {
 	for _, l := range strings.Split(string(b), "\n") {
 		if p, ok := strings.CutPrefix(l, "0::"); ok && (p == "/agent-lock" || strings.HasPrefix(p, "/agent-lock/")) {
 			return true, nil
+		}
+	}
+	// A cell alone (Landlock without root) has no cgroup: its processes,
+	// as every Landlock sandbox's, run under no_new_privs, which nothing
+	// undoes. Such a process asking for a session, or a terminal, would
+	// end its sandbox there.
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false, err
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(l, "NoNewPrivs:"); ok {
+			return strings.TrimSpace(v) == "1", nil
 		}
 	}
 	return false, nil

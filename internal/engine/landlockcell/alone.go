@@ -3,10 +3,13 @@ package landlockcell
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/engine"
 	"github.com/agent-lock/agent-lock/internal/landlock"
@@ -41,20 +44,55 @@ func (c *cell) alone() (engine.Cell, error) {
 	}
 	c.tw = tw
 	c.noAudit = "Landlock's audit records need root"
+	if why := userNSRefused(); why != "" {
+		c.bare = true
+		c.s.Warn("this kernel refuses you a user namespace (%s): the agent runs with no terminals, SysV IPC or process list of its own, and can signal your other processes where Landlock does not scope signals (ABI 6)", why)
+	}
 	close(c.events)
 	return c, nil
 }
 
 // aloneAttr puts the cell's first process in a user namespace of its own,
 // the user mapped to itself, for the namespaces the Landlock engine gives
-// it (Command): without root, only a user namespace's owner may make
+// it (Command) and a PID namespace, whose init it is
+// (landlock.AsInit): without root, only a user namespace's owner may make
 // them. The user's groups stay as they are (setgroups is denied in it).
-func aloneAttr(attr *syscall.SysProcAttr) {
+// Where the kernel refuses the user namespace, the process has none
+// (landlock.Bare).
+func (c *cell) aloneAttr(attr *syscall.SysProcAttr) landlock.Mode {
+	attr.Credential = nil
+	if c.bare {
+		return landlock.Bare
+	}
+	userNS(attr)
+	return landlock.AsInit
+}
+
+// userNS sets attr's namespaces for a cell alone.
+func userNS(attr *syscall.SysProcAttr) {
 	uid, gid := os.Getuid(), os.Getgid()
-	attr.Cloneflags |= syscall.CLONE_NEWUSER
+	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC
 	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	attr.Credential = nil
+}
+
+// userNSRefused says why the kernel refuses this user the namespaces of a
+// cell alone, "" where it does not: a process started with them (true,
+// the agent's own user) tells. Some kernels refuse unprivileged user
+// namespaces (kernel.unprivileged_userns_clone=0, user.max_user_namespaces=0,
+// Ubuntu's kernel.apparmor_restrict_unprivileged_userns).
+func userNSRefused() string {
+	// The smallest program at hand: the clone is what is refused.
+	t := exec.Command("/proc/self/exe", "--version")
+	if _, err := os.Stat("/bin/true"); err == nil {
+		t = exec.Command("/bin/true")
+	}
+	t.SysProcAttr = &syscall.SysProcAttr{AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN}}
+	userNS(t.SysProcAttr)
+	if err := t.Run(); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (c *cell) aboutAlone() engine.About {

@@ -173,8 +173,11 @@ type cell struct {
 	flags   uint32
 	abi     int
 	ports   *landlock.Ports // what a cell alone holds of the network
-	events  chan verdict.Event
-	done    chan struct{}
+	// bare: a cell alone without namespaces (the kernel refuses the
+	// user one: alone.go).
+	bare   bool
+	events chan verdict.Event
+	done   chan struct{}
 	// audit: Landlock's own records of what it refused (audit.go), nil
 	// where there are none to read, and noAudit says why.
 	audit   *landlock.AuditLog
@@ -242,18 +245,21 @@ func (c *cell) Command(path string, argv, env []string, attr *syscall.SysProcAtt
 	if err != nil {
 		return nil, err
 	}
+	mode := landlock.AsAgent
 	if c.j == nil {
-		aloneAttr(attr)
+		mode = c.aloneAttr(attr)
 	} else {
 		attr.UseCgroupFD = true // clone3(CLONE_INTO_CGROUP): in the cell before its first instruction
 		attr.CgroupFD = c.s.Cgroup.FD
 	}
-	attr.Cloneflags |= syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
-	// For the cell's own devpts, mounted by that process before it
-	// drops every capability (landlock/pts.go).
-	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	if mode != landlock.Bare {
+		attr.Cloneflags |= syscall.CLONE_NEWIPC | syscall.CLONE_NEWNS
+		// For the cell's own devpts, mounted by that process before it
+		// drops every capability (landlock/pts.go).
+		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = landlock.Argv(c.flags, c.s.TTYPaths, path, argv)
+	cmd.Args = landlock.Argv(c.flags, c.s.TTYPaths, mode, path, argv)
 	cmd.Env = []string{}
 	// fd 3: landlock.RulesetFD, fd 4: landlock.EnvFD.
 	cmd.ExtraFiles = []*os.File{c.ruleset, envFile}
