@@ -25,12 +25,29 @@ except OSError as e:
     print("connect=" + type(e).__name__)
 `
 
+// ptracePy tries PTRACE_SEIZE on every thread of process ARG ("child": a
+// child of its own) and prints the errnos it got (0: attached).
+const ptracePy = `import ctypes, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def seize(tid):
+    r = libc.ptrace(0x4206, tid, None, None)
+    return 0 if r == 0 else ctypes.get_errno()
+if sys.argv[1] == "child":
+    c = subprocess.Popen(["sleep", "5"])
+    print("ptrace-child=%d" % seize(c.pid), flush=True)
+    c.kill()
+else:
+    errs = sorted(set(seize(int(t)) for t in os.listdir("/proc/%s/task" % sys.argv[1])))
+    print("ptrace-" + sys.argv[1] + "=" + ",".join(map(str, errs)), flush=True)
+`
+
 // TestAloneWithoutDaemon: with no daemon and no root, agent-lock still
 // jails under Landlock, alone, and says that nothing is observed: the
 // agent runs as the user with the user's PATH and variables (credentials
 // withheld) and its exit status, reads and writes DIR, is refused a file
 // outside it and cannot signal the user's other processes (a PID
-// namespace of its own), a change to DIR's git hooks is put back and
+// namespace of its own) nor take over that namespace's init, which holds
+// none of its sandbox (ptrace), a change to DIR's git hooks is put back and
 // reported, what it leaves running dies with the session, and TCP goes to
 // the ports the
 // policy names only (where Landlock holds TCP, ABI 4). Unjailed, the
@@ -76,6 +93,7 @@ func TestAloneWithoutDaemon(t *testing.T) {
 	userBin := filepath.Join(dir, "bin")
 	os.Mkdir(userBin, 0o755)
 	os.WriteFile(filepath.Join(dir, "connect.py"), []byte(connectPy), 0o644)
+	os.WriteFile(filepath.Join(dir, "ptrace.py"), []byte(ptracePy), 0o644)
 	os.WriteFile(filepath.Join(userBin, "myagent"), []byte(`#!/bin/sh
 echo "uid=$(id -u)"; echo "path=$PATH"; echo "setting=$MY_SETTING"; echo "key=$ANTHROPIC_API_KEY"; echo "token=${GITHUB_TOKEN:-none}"
 cat `+secretPath+`; echo "secret=$?"
@@ -83,6 +101,7 @@ echo made > made.txt
 printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit
 /usr/bin/python3 connect.py `+port+`
 kill -CONT `+outsidePID+` 2>/dev/null; echo "signal=$?"
+/usr/bin/python3 ptrace.py child; /usr/bin/python3 ptrace.py 1
 setsid sleep 3219 </dev/null >/dev/null 2>&1 &
 exit 3
 `), 0o755)
@@ -114,7 +133,7 @@ exit 3
 		t.Fatalf("the agent's exit status 3 did not come back (%v):\n%s", err, out)
 	}
 	for _, want := range []string{"no agent-lock daemon answers: Landlock alone jails the agent", "uid=4242\n", "path=" + userPath + "\n",
-		"setting=hello\n", "key=sk-test\n", "token=none\n", "secret=1\n", "signal=1\n"} {
+		"setting=hello\n", "key=sk-test\n", "token=none\n", "secret=1\n", "signal=1\n", "ptrace-child=0\n", "ptrace-1=1\n"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the session did not say %q:\n%s", want, out)
 		}
@@ -168,16 +187,23 @@ exit 3
 		t.Fatalf("unjailed, the request to the daemon did not read the secret (%v):\n%s", err, out)
 	}
 	out, _ = asUser("--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "sh", "-c", ask).CombinedOutput()
-	if strings.Contains(string(out), "the-secret") || !strings.Contains(string(out), "no_new_privs") {
+	// From ABI 9 Landlock refuses the connection itself; before, the
+	// daemon refuses the request.
+	refused := strings.Contains(string(out), "no_new_privs") || (abi >= 9 && strings.Contains(string(out), "PermissionError"))
+	if strings.Contains(string(out), "the-secret") || !refused {
 		t.Errorf("the agent alone got a session from the daemon, or was not told why not:\n%s", out)
 	}
 
-	// Where the kernel refuses the user a user namespace, the cell holds
-	// without one, and says what the agent lacks.
+	// Where the kernel refuses the user a user namespace, agent-lock says
+	// what the agent would lack and starts it only with --best-effort;
+	// the ruleset then holds without namespaces, and what the agent left
+	// running still dies with the session.
 	const maxNS = "/proc/sys/user/max_user_namespaces"
 	was, err := os.ReadFile(maxNS)
 	if err == nil {
-		err = os.WriteFile(maxNS, []byte("0"), 0)
+		if err = os.WriteFile(maxNS, []byte("0"), 0); err == nil {
+			t.Cleanup(func() { os.WriteFile(maxNS, was, 0) })
+		}
 	}
 	if err != nil && os.Getenv("AGENT_LOCK_NATIVE") != "" {
 		// This machine's /proc/sys is its host's: the guests check it.
@@ -185,15 +211,21 @@ exit 3
 	} else if err != nil {
 		t.Fatal(err)
 	} else {
-		out, err = asUser("--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "sh", "-c", "cat "+secretPath+"; echo secret=$?; echo in-dir > made2.txt").CombinedOutput()
-		os.WriteFile(maxNS, was, 0)
+		bare := []string{"--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "sh", "-c",
+			"cat " + secretPath + "; echo secret=$?; echo in-dir > made2.txt; setsid sleep 3220 </dev/null >/dev/null 2>&1 &"}
+		out, err = asUser(bare...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), "Run with --best-effort") {
+			t.Errorf("without user namespaces and --best-effort, the agent started, or agent-lock did not say why not (%v):\n%s", err, out)
+		}
+		out, err = asUser(append([]string{"--best-effort"}, bare...)...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "this kernel refuses you a user namespace") || !strings.Contains(string(out), "secret=1\n") ||
 			strings.Contains(string(out), "the-secret") {
-			t.Errorf("without user namespaces (%v):\n%s", err, out)
+			t.Errorf("without user namespaces, --best-effort (%v):\n%s", err, out)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "made2.txt")); err != nil {
 			t.Errorf("without user namespaces the agent could not write in DIR: %v", err)
 		}
+		waitGone(t, `sleep 3220`, 30*time.Second)
 	}
 
 	// The BPF-LSM engine needs the daemon, and says how to start it.

@@ -4,36 +4,80 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// initAgent is the cell's init (AsInit): it starts the agent from this
-// thread, the one that enforced the ruleset and the seccomp filter (both
-// are this thread's, and a child inherits its parent thread's), reaps
-// every process that comes back to it, and, once the agent is gone, exits
-// with its status: the kernel then kills whatever else of the agent's
-// still runs in the namespace. What the agent leaves behind never
-// outlives it, and nothing in the namespace can name a process outside
-// it, to signal or to look at.
+// A cell alone's first process (AsInit) is the init of the cell's PID
+// namespace, and must hold nothing the agent could take: it never enters
+// the agent's Landlock domain (Landlock then refuses the agent any ptrace
+// of it, and so does its being undumpable), and it holds no capability
+// once its mounts are made. Capabilities and Landlock domains are a
+// thread's, and a Go process has many threads, so the init does not drop
+// them thread by thread: it execs itself again (reap), which leaves one
+// thread and, the user being no root in its namespace and no capability
+// ambient, no capability. The agent's first process is its child,
+// agent-lock once more (Bare: no mounts), which enforces the ruleset and
+// the seccomp filter and execs the agent, as under root.
+
+// initCell makes the cell's mounts (its devpts, its PID namespace's
+// /proc) with the CAP_SYS_ADMIN it holds in its user namespace, and execs
+// reapCell with none.
+func initCell(flags uint32, ttys []string, path string, argv []string) error {
+	runtime.LockOSThread() // never unlocked: the thread execs
+	masters, ptsErr := privatePTS(RulesetFD, ttys)
+	if ptsErr != nil {
+		// The agent runs without terminals of its own, as before: the
+		// cell is no weaker for it.
+		fmt.Fprintf(os.Stderr, "agent-lock: the agent cannot open terminals of its own: %v\n", ptsErr)
+	}
+	// This PID namespace's own /proc: the agent sees its processes and
+	// none of the user's others (grantProc grants it).
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount the cell's /proc: %w", err)
+	}
+	// The masters, the ruleset and the agent's environment pass on.
+	if err := keepOpen(append(masters, RulesetFD, EnvFD)); err != nil {
+		return err
+	}
+	if err := dropCaps(); err != nil {
+		return err
+	}
+	return syscall.Exec("/proc/self/exe", Argv(flags, ttys, reap, path, argv), []string{})
+}
+
+// reapCell is the cell's init: undumpable, it starts the agent's first
+// process (Bare) with the ruleset and the environment, reaps every
+// process that comes back to it, and, once the agent is gone, exits with
+// its status: the kernel then kills whatever else of the agent's runs in
+// the namespace. What the agent leaves behind never outlives it, and
+// nothing in the namespace can name a process outside it.
 //
 // An init receives only the signals it handles; the Go runtime would
 // exit on SIGINT, SIGTERM and SIGHUP, which reach this process with the
 // agent's (its process group, its terminal): they are taken here and let
-// go, the agent gets its own. A caught signal is the default again in
-// the agent after its exec; an ignored one would stay ignored.
-func initAgent(path string, argv, env []string) error {
+// go, the agent gets its own. (A caught signal is the default again in a
+// child after its exec; an ignored one would stay ignored.)
+func reapCell(flags uint32, ttys []string, path string, argv []string) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the cell's init undumpable: %w", err)
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
 		for range sigs {
 		}
 	}()
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}})
+	pid, err := syscall.ForkExec("/proc/self/exe", Argv(flags, ttys, Bare, path, argv),
+		&syscall.ProcAttr{Env: []string{}, Files: []uintptr{0, 1, 2, RulesetFD, EnvFD}})
 	if err != nil {
-		return fmt.Errorf("start %s: %w", path, err)
+		return fmt.Errorf("start the agent's first process: %w", err)
 	}
+	// The init keeps nothing of the agent's.
+	unix.Close(RulesetFD)
+	unix.Close(EnvFD)
 	for {
 		var ws unix.WaitStatus
 		got, err := unix.Wait4(-1, &ws, 0, nil)

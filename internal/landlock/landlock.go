@@ -334,9 +334,11 @@ const (
 	AsAgent Mode = "exec"
 	// AsInit: it is the first process of a PID namespace of its own, in
 	// a user namespace of the user's own (a cell without root): it
-	// mounts that namespace's /proc and stays, as its init, while the
-	// agent runs as its child (Init).
+	// mounts the cell's devpts and that namespace's /proc, and stays, as
+	// its init, while the agent runs as its child (init.go).
 	AsInit Mode = "init"
+	// reap is the init once its mounts are made (init.go).
+	reap Mode = "reap"
 	// Bare: no namespaces (the kernel refused the user one): no devpts
 	// of its own; it becomes the agent.
 	Bare Mode = "bare"
@@ -371,26 +373,25 @@ func Exec(args []string) error {
 		ttys = strings.Split(args[1], ",")
 	}
 	mode := Mode(args[2])
-	if mode != AsAgent && mode != AsInit && mode != Bare {
+	path, argv := args[3], args[4:]
+	switch mode {
+	case AsInit:
+		return initCell(uint32(flags), ttys, path, argv)
+	case reap:
+		return reapCell(uint32(flags), ttys, path, argv)
+	case AsAgent, Bare:
+	default:
 		return fmt.Errorf("mode %q: exec, init or bare", mode)
 	}
-	path, argv := args[3], args[4:]
 	env, err := readEnv()
 	if err != nil {
 		return err
 	}
-	runtime.LockOSThread() // never unlocked: the thread execs, or starts the agent
+	runtime.LockOSThread() // never unlocked: the thread execs
 	var masters []int
 	var ptsErr error
-	if mode != Bare {
+	if mode == AsAgent {
 		masters, ptsErr = privatePTS(RulesetFD, ttys)
-	}
-	if mode == AsInit {
-		// This PID namespace's own /proc: the agent sees its processes
-		// and none of the user's others (grantProc grants it).
-		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("mount the cell's /proc: %w", err)
-		}
 	}
 	// Whatever became of the mount, no capability goes further.
 	if err := dropCaps(); err != nil {
@@ -418,9 +419,6 @@ func Exec(args []string) error {
 	}
 	if err := keepOpen(masters); err != nil {
 		return err
-	}
-	if mode == AsInit {
-		return initAgent(path, argv, env)
 	}
 	return syscall.Exec(path, argv, env)
 }

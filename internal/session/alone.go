@@ -58,16 +58,21 @@ func openAlone(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Poli
 	return &cell{eng: ec, warn: warn, steps: steps}, nil
 }
 
-// killChildren kills every child of this process but keep (whose waiter
-// reaps it) and reaps them, until none is left: a child's children, once
-// it is killed, come back to this process (the subreaper) and are killed
-// in the next round. Children only, never a process found by a number
-// that may have been reused: an unreaped child's number is ours.
+// killChildren kills every child of this process that is the cell's
+// (InCell: under no_new_privs, which agent-lock's own children, git's
+// checks at the end, are not) and reaps them but keep (whose waiter reaps
+// it), until none is left: a child's children, once it is killed, come
+// back to this process (the subreaper) and are killed in the next round.
+// Children only, never a process found by a number that may have been
+// reused: an unreaped child's number is ours.
 func killChildren(keep int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		live := 0
 		for _, k := range children() {
+			if in, err := InCell(k.pid); err != nil || !in {
+				continue // gone, or agent-lock's own
+			}
 			if k.zombie {
 				if k.pid != keep {
 					unix.Wait4(k.pid, nil, unix.WNOHANG, nil)

@@ -93,7 +93,7 @@ func run() int {
 		// the workload ratios get noisier.
 		c = config{files: 2000, opens: 20000, cfiles: 3, repeat: 3, storm: 3 * time.Second}
 		if *only == "" {
-			*only = "^(open-read|startup|storm)$"
+			*only = "^(open-read|startup|startup-alone|storm)$"
 		}
 	}
 	if *repeat > 0 {
@@ -243,6 +243,12 @@ func run() int {
 	if re.MatchString("startup") {
 		if err := b.startup(ctx, kernel); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: startup:", err)
+			failed = true
+		}
+	}
+	if re.MatchString("startup-alone") {
+		if err := b.startupAlone(ctx, kernel); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: startup-alone:", err)
 			failed = true
 		}
 	}
@@ -791,6 +797,39 @@ func (b *bench) startup(ctx context.Context, kernel string) error {
 	fmt.Printf("startup steps (medians): %s\n", strings.Join(words, ", "))
 	fmt.Printf("BENCH kernel=%s workload=startup direct_ns=%d agent_lock_ns=%d load_ns=%d ratio=%.1f %s\n",
 		kernel, median(direct), median(jailed), median(loads), float64(median(jailed))/float64(median(direct)), strings.Join(fields, " "))
+	return nil
+}
+
+// startupAlone: the start of a session without root and without the
+// daemon (the user's own agent-lock, Landlock alone: docs/engines.md),
+// against starting the same command directly, in turns.
+func (b *bench) startupAlone(ctx context.Context, kernel string) error {
+	r := *b.r
+	r.Engine = "landlock"
+	r.Daemon = filepath.Join(os.TempDir(), "no-agent-lock-daemon", "agent-lock.sock")
+	var direct, alone []time.Duration
+	for range b.c.repeat {
+		t0 := time.Now()
+		res := r.Unjailed(ctx, []string{b.worker, "-worker", "now"}, b.dir, filepath.Join(r.User.Home, "tmp"))
+		d, err := startedAfter(res, t0)
+		if err != nil {
+			return err
+		}
+		direct = append(direct, d)
+		t0 = time.Now()
+		res = r.Jailed(ctx, []string{b.worker, "-worker", "now"}, b.dir)
+		if d, err = startedAfter(res, t0); err != nil {
+			return err
+		}
+		if res.Report.Start == nil || !strings.HasSuffix(res.Report.Start.Engine, ", alone") {
+			return fmt.Errorf("the session was not Landlock alone: %s", testenv.Tail(res.Output, 5))
+		}
+		alone = append(alone, d)
+	}
+	fmt.Printf("startup alone (no root, no daemon: Landlock alone): direct %v, under agent-lock %v, %v more (medians of %d)\n",
+		round(median(direct)), round(median(alone)), round(median(alone)-median(direct)), len(alone))
+	fmt.Printf("BENCH kernel=%s workload=startup-alone direct_ns=%d agent_lock_ns=%d over_ns=%d ratio=%.1f\n",
+		kernel, median(direct), median(alone), median(alone)-median(direct), float64(median(alone))/float64(median(direct)))
 	return nil
 }
 

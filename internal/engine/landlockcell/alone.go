@@ -45,8 +45,14 @@ func (c *cell) alone() (engine.Cell, error) {
 	c.tw = tw
 	c.noAudit = "Landlock's audit records need root"
 	if why := userNSRefused(); why != "" {
+		const lacks = "the agent would see your other processes, reach your SysV IPC, signal your processes where Landlock does not scope signals (before ABI 6), and open no terminals of its own"
+		if !c.s.BestEffort {
+			c.tw.close()
+			c.ruleset.Close()
+			return nil, fmt.Errorf("this kernel refuses you a user namespace (%s), which a cell without root needs for its PID, mount and IPC namespaces: without them %s. Run with --best-effort to jail it so, or start the daemon (sudo agent-lock install)", why, lacks)
+		}
 		c.bare = true
-		c.s.Warn("this kernel refuses you a user namespace (%s): the agent runs with no terminals, SysV IPC or process list of its own, and can signal your other processes where Landlock does not scope signals (ABI 6)", why)
+		c.s.Warn("--best-effort: this kernel refuses you a user namespace (%s): %s", why, strings.Replace(lacks, "would ", "can ", 1))
 	}
 	close(c.events)
 	return c, nil
@@ -101,13 +107,16 @@ func (c *cell) aboutAlone() engine.About {
 	case c.ports == nil:
 		net = "the network: open (--net open)"
 	case c.abi >= 4:
-		net = fmt.Sprintf("the network by port only, not by name (no daemon): TCP %s%s", tcpPorts(c.ports.TCP), udpLimit(c.abi))
+		net = fmt.Sprintf("the network by port only, not by name (no daemon): TCP %s%s; other protocols (ICMP, raw where allowed) unheld", tcpPorts(c.ports.TCP), udpLimit(c.abi))
 	}
-	return engine.About{Name: fmt.Sprintf("%s (ABI %d), alone", Name, c.abi),
-		Limits: append([]string{
-			"nothing observed: no daemon, so no live view of the agent's reaches and no report of what Landlock refused (sudo agent-lock install starts one)",
-			net,
-		}, landlock.Limits(c.abi)...)}
+	limits := []string{
+		"nothing observed: no daemon, so no live view of the agent's reaches and no report of what Landlock refused (sudo agent-lock install starts one)",
+		net,
+	}
+	if c.bare {
+		limits = append(limits, "no namespaces of its own (--best-effort: this kernel refuses you a user namespace): your other processes seen, your SysV IPC reachable, and signals to your processes where Landlock does not scope them (before ABI 6)")
+	}
+	return engine.About{Name: fmt.Sprintf("%s (ABI %d), alone", Name, c.abi), Limits: append(limits, landlock.Limits(c.abi)...)}
 }
 
 func tcpPorts(ports []uint16) string {

@@ -365,7 +365,7 @@ func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, wa
 	}
 	w, err := tripwire.Arm(entries, id, tripwire.Options{
 		Report: t.report,
-		Keep:   func(pid int) bool { return outsideCell(pid, cg) },
+		Keep:   keeper(cg),
 		Warn:   func(f string, a ...any) { warn(f, a...) },
 	})
 	if err != nil {
@@ -499,6 +499,17 @@ func (t *tripwireRun) close() {
 	if t != nil && t.w != nil {
 		t.w.Close()
 	}
+}
+
+// keeper is the tripwire's Keep for the cell's cgroup cg: a change by a
+// process outside it is the user's own. A cell alone (cg "") has no
+// cgroup to tell by: every change is undone, as when the tripwire cannot
+// name the process.
+func keeper(cg string) func(pid int) bool {
+	if cg == "" {
+		return nil
+	}
+	return func(pid int) bool { return outsideCell(pid, cg) }
 }
 
 // outsideCell says whether process pid is alive outside the cell's cgroup
