@@ -808,6 +808,8 @@ func (b *bench) startupAlone(ctx context.Context, kernel string) error {
 	r.Engine = "landlock"
 	r.Daemon = filepath.Join(os.TempDir(), "no-agent-lock-daemon", "agent-lock.sock")
 	var direct, alone []time.Duration
+	var names []string
+	steps := map[string][]time.Duration{}
 	for range b.c.repeat {
 		t0 := time.Now()
 		res := r.Unjailed(ctx, []string{b.worker, "-worker", "now"}, b.dir, filepath.Join(r.User.Home, "tmp"))
@@ -825,11 +827,23 @@ func (b *bench) startupAlone(ctx context.Context, kernel string) error {
 			return fmt.Errorf("the session was not Landlock alone: %s", testenv.Tail(res.Output, 5))
 		}
 		alone = append(alone, d)
+		for _, s := range res.Report.Start.Steps {
+			if _, ok := steps[s.Name]; !ok {
+				names = append(names, s.Name)
+			}
+			steps[s.Name] = append(steps[s.Name], time.Duration(s.NS))
+		}
+	}
+	var words, fields []string
+	for _, n := range names {
+		words = append(words, fmt.Sprintf("%s %v", n, round(median(steps[n]))))
+		fields = append(fields, fmt.Sprintf("step_%s_ns=%d", n, median(steps[n])))
 	}
 	fmt.Printf("startup alone (no root, no daemon: Landlock alone): direct %v, under agent-lock %v, %v more (medians of %d)\n",
 		round(median(direct)), round(median(alone)), round(median(alone)-median(direct)), len(alone))
-	fmt.Printf("BENCH kernel=%s workload=startup-alone direct_ns=%d agent_lock_ns=%d over_ns=%d ratio=%.1f\n",
-		kernel, median(direct), median(alone), median(alone)-median(direct), float64(median(alone))/float64(median(direct)))
+	fmt.Printf("startup alone steps (medians): %s\n", strings.Join(words, ", "))
+	fmt.Printf("BENCH kernel=%s workload=startup-alone direct_ns=%d agent_lock_ns=%d over_ns=%d ratio=%.1f %s\n",
+		kernel, median(direct), median(alone), median(alone)-median(direct), float64(median(alone))/float64(median(direct)), strings.Join(fields, " "))
 	return nil
 }
 
