@@ -48,7 +48,8 @@ else:
 // outside it and cannot signal the user's other processes (a PID
 // namespace of its own) nor take over that namespace's init, which holds
 // none of its sandbox (ptrace), a change to DIR's git hooks is put back and
-// reported, what it leaves running dies with the session, and TCP goes to
+// reported, what it leaves running dies with the session (and with a
+// killed agent-lock), and TCP goes to
 // the ports the
 // policy names only (where Landlock holds TCP, ABI 4). Unjailed, the
 // same reads and connection succeed (the test is real). The BPF-LSM
@@ -173,6 +174,17 @@ exit 3
 			t.Errorf("the granted port was not reached (%v):\n%s", err, out)
 		}
 	}
+
+	// agent-lock killed: the cell ends with it (its first process's
+	// parent-death signal, the init's, whose end ends the namespace).
+	client := asUser("--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "sh", "-c", "exec sleep 3221")
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, `^sleep 3221`)
+	client.Process.Kill()
+	client.Wait()
+	waitGone(t, `sleep 3221`, 30*time.Second)
 
 	// A daemon that comes up while the agent runs alone starts no session
 	// for it: the agent would get a cell of its own choosing. Unjailed,

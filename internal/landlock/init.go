@@ -22,6 +22,17 @@ import (
 // agent-lock once more (Bare: no mounts), which enforces the ruleset and
 // the seccomp filter and execs the agent, as under root.
 
+// The cell's first process execs (itself again, or the agent) from the
+// thread the kernel started it with: a parent-death signal (the
+// session's Pdeathsig, which ends the cell with a killed agent-lock) is
+// that thread's, and an exec from another thread drops it. Locked in an
+// init function, the main goroutine stays on that thread.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == ExecArg {
+		runtime.LockOSThread()
+	}
+}
+
 // initCell makes the cell's mounts (its devpts, its PID namespace's
 // /proc) with the CAP_SYS_ADMIN it holds in its user namespace, and execs
 // reapCell with none.
@@ -36,7 +47,9 @@ func initCell(flags uint32, ttys []string, path string, argv []string) error {
 	// This PID namespace's own /proc: the agent sees its processes and
 	// none of the user's others (grantProc grants it).
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("mount the cell's /proc: %w", err)
+		// It decides nothing (the ruleset and the namespace do): the
+		// agent then sees the numbers of every process, not their files.
+		fmt.Fprintf(os.Stderr, "agent-lock: a /proc of the cell's own: %v; the agent sees every process listed\n", err)
 	}
 	// The masters, the ruleset and the agent's environment pass on.
 	if err := keepOpen(append(masters, RulesetFD, EnvFD)); err != nil {
@@ -55,17 +68,20 @@ func initCell(flags uint32, ttys []string, path string, argv []string) error {
 // the namespace. What the agent leaves behind never outlives it, and
 // nothing in the namespace can name a process outside it.
 //
-// An init receives only the signals it handles; the Go runtime would
-// exit on SIGINT, SIGTERM and SIGHUP, which reach this process with the
-// agent's (its process group, its terminal): they are taken here and let
-// go, the agent gets its own. (A caught signal is the default again in a
+// An init receives only the signals it handles; the Go runtime handles
+// nearly all, and would exit on SIGINT, SIGTERM and SIGHUP, which reach
+// this process with the agent's (its process group, its terminal): they
+// are taken here and let go, the agent gets its own. (A caught signal is the default again in a
 // child after its exec; an ignored one would stay ignored.)
 func reapCell(flags uint32, ttys []string, path string, argv []string) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("make the cell's init undumpable: %w", err)
 	}
+	// Every signal: the runtime would also dump and exit on SIGSEGV,
+	// SIGABRT, ... sent by kill (where Landlock does not scope signals,
+	// before ABI 6, the agent may send them).
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs)
 	go func() {
 		for range sigs {
 		}
