@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -160,19 +159,12 @@ func freeTerminal(f *os.File) bool {
 	// tty_nr's encoding: minor's low 8 bits, major, minor's high bits.
 	major, minor := unix.Major(st.Rdev), unix.Minor(st.Rdev)
 	ttyNr := strconv.FormatUint(uint64(minor&0xff|major<<8|(minor&^0xff)<<12), 10)
-	ents, err := os.ReadDir("/proc")
+	procs, err := session.Processes()
 	if err != nil {
 		return false
 	}
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// After the command's name, which may hold anything: state,
-		// ppid, pgrp, session, tty_nr.
-		i := strings.LastIndexByte(string(b), ')')
-		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 4 && f[4] == ttyNr {
+	for _, f := range procs {
+		if len(f) > 4 && f[4] == ttyNr { // tty_nr
 			return false
 		}
 	}

@@ -50,10 +50,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		}
 		return session.ExitFailed
 	}
-	agent, err := session.InvokingUser(o.allowRoot)
+	invoking := func() (session.Agent, error) { return session.InvokingUser(o.allowRoot) }
 	if alone {
-		agent, err = session.Self()
+		invoking = session.Self
 	}
+	agent, err := invoking()
 	if err != nil {
 		return failed(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -100,20 +99,13 @@ type child struct {
 // children are this process's children, from /proc.
 func children() []child {
 	self := strconv.Itoa(os.Getpid())
-	ents, _ := os.ReadDir("/proc")
 	var out []child
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// After the command's name, which may hold anything: state, ppid.
-		i := strings.LastIndexByte(string(b), ')')
-		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 1 && f[1] == self {
+	procs, err := Processes()
+	if err != nil {
+		return nil
+	}
+	for pid, f := range procs {
+		if len(f) > 1 && f[1] == self {
 			out = append(out, child{pid: pid, zombie: f[0] == "Z"})
 		}
 	}

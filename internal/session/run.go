@@ -89,10 +89,11 @@ func (r *run) open(ctx context.Context) error {
 	if err := cleanStart(warn); err != nil {
 		return fail(ExitFailed, err)
 	}
-	agent, err := invokingUser(o.Getenv, o.AllowRoot)
+	invoking := func() (Agent, error) { return invokingUser(o.Getenv, o.AllowRoot) }
 	if o.Alone {
-		agent, err = Self()
+		invoking = Self
 	}
+	agent, err := invoking()
 	if err != nil {
 		return fail(ExitFailed, err)
 	}

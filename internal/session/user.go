@@ -52,15 +52,9 @@ func ServeCaller(c Caller) { daemonCaller = &c }
 // Self is this process's own user, as the agent of a session run without
 // root (Options.Alone): the agent runs as whoever runs agent-lock.
 func Self() (Agent, error) {
-	uid := strconv.Itoa(os.Getuid())
-	a := Agent{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Shell: "/bin/sh"}
-	u, err := user.LookupId(uid)
+	a, _, err := agentOf(uint32(os.Getuid()), uint32(os.Getgid()))
 	if err != nil {
-		return Agent{}, fmt.Errorf("look up user %s: %w", uid, err)
-	}
-	a.Name, a.Home = u.Username, u.HomeDir
-	if sh := passwdShell("/etc/passwd", uid); sh != "" {
-		a.Shell = sh
+		return Agent{}, err
 	}
 	gids, err := os.Getgroups()
 	if err != nil {
@@ -102,14 +96,9 @@ func invokingUser(getenv func(string) string, allowRoot bool) (Agent, error) {
 	if uid == 0 && !allowRoot {
 		return Agent{}, ErrRootAgent
 	}
-	a := Agent{UID: uint32(uid), GID: uint32(gid), Shell: "/bin/sh"}
-	u, err := user.LookupId(uidS)
+	a, u, err := agentOf(uint32(uid), uint32(gid))
 	if err != nil {
-		return Agent{}, fmt.Errorf("look up user %s: %w", uidS, err)
-	}
-	a.Name, a.Home = u.Username, u.HomeDir
-	if sh := passwdShell("/etc/passwd", uidS); sh != "" {
-		a.Shell = sh
+		return Agent{}, err
 	}
 	if c := daemonCaller; c != nil {
 		a.Groups = c.Groups
@@ -126,6 +115,22 @@ func invokingUser(getenv func(string) string, allowRoot bool) (Agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// agentOf is the agent uid and gid make, but for its groups: its name,
+// home and login shell from the user database.
+func agentOf(uid, gid uint32) (Agent, *user.User, error) {
+	uidS := strconv.FormatUint(uint64(uid), 10)
+	a := Agent{UID: uid, GID: gid, Shell: "/bin/sh"}
+	u, err := user.LookupId(uidS)
+	if err != nil {
+		return Agent{}, nil, fmt.Errorf("look up user %s: %w", uidS, err)
+	}
+	a.Name, a.Home = u.Username, u.HomeDir
+	if sh := passwdShell("/etc/passwd", uidS); sh != "" {
+		a.Shell = sh
+	}
+	return a, u, nil
 }
 
 // passwdShell returns the login shell of uid from a passwd file (os/user
