@@ -32,7 +32,9 @@ const usage = `agent-lock: jail an AI coding agent in one directory, with BPF-LS
 
 Usage:
   sudo agent-lock [flags] [DIR] [-- COMMAND [ARG...]]
-  agent-lock [flags] [DIR] [-- COMMAND [ARG...]]   (with the daemon running)
+  agent-lock [flags] [DIR] [-- COMMAND [ARG...]]   (with the daemon running;
+                                                    without it, Landlock alone:
+                                                    nothing observed)
   sudo agent-lock doctor [--engine E]
   sudo agent-lock install | uninstall              (the daemon, with systemd)
   sudo agent-lock daemon [--socket PATH]           (the daemon, in the foreground)
@@ -56,7 +58,8 @@ Flags:
   --audit            allow everything, report what would have been refused
                      (bpf-lsm only)
   --best-effort      let the Landlock engine run without what it cannot
-                     enforce (--deny PATTERN, a --deny inside DIR), which
+                     enforce (--deny PATTERN, a --deny inside DIR; alone,
+                     a user namespace the kernel refuses), which
                      otherwise stops agent-lock at start; each is warned of
   --headless         no pane: the agent has the terminal itself, nothing is
                      written over its screen, one summary after it exits
