@@ -69,6 +69,7 @@ func run() int {
 	var (
 		agentLock = flag.String("agent-lock", ".build/agent-lock", "the agent-lock `binary` to test")
 		engine    = flag.String("engine", "", "agent-lock's --engine (auto, bpf-lsm, landlock); empty: its default")
+		socket    = flag.String("socket", "", "agent-lock's daemon `socket`: the test user runs agent-lock without sudo, asking it; where nothing listens, agent-lock jails alone (Landlock); empty: sudo's way")
 		userName  = flag.String("user", "jailtest", "the unprivileged test `user` whose home is rewritten")
 		allow     = flag.Bool(testenv.AllowFlag, false, "run outside the test VM (AGENT_LOCK_VM=1), emptying the test user's home")
 		runRE     = flag.String("run", "", "run only agents whose name matches `regexp`")
@@ -110,7 +111,7 @@ func run() int {
 		os.MkdirAll(*logs, 0o755)
 	}
 	w := &runner{u: u, repo: repo, wrap: strings.Fields(*wrap), dir: filepath.Join(u.Home, "project"), work: work, logs: *logs, verbose: *verbose,
-		r: &testenv.Runner{User: u, AgentLock: bin, Engine: *engine, Scratch: scratch, Timeout: *timeout}}
+		r: &testenv.Runner{User: u, AgentLock: bin, Engine: *engine, Scratch: scratch, Timeout: *timeout, Daemon: *socket}}
 	defer func() {
 		testenv.KillSurvivors(u.UID, nil)
 		u.EmptyHome()
@@ -306,8 +307,9 @@ func (w *runner) session(ctx context.Context, a agent, kind string) (o outcome) 
 			argv = append(append([]string{}, w.wrap...), argv...)
 			flags = append(flags, "--profile", a.name)
 		}
-		res = w.r.Run(ctx, testenv.Proc{Argv: w.r.JailArgv(w.dir, report, argv, flags...), Dir: w.dir,
-			Env: w.r.RootEnv(env...)})
+		p := testenv.Proc{Argv: w.r.JailArgv(w.dir, report, argv, flags...), Dir: w.dir}
+		w.r.Jailer(&p, env...)
+		res = w.r.Run(ctx, p)
 		w.r.ReadReport(&res, report)
 	} else {
 		res = w.r.Run(ctx, testenv.Proc{Argv: argv, Dir: w.dir, Env: w.r.UserEnv(tmp, env...), AsUser: true})
