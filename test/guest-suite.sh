@@ -124,6 +124,12 @@ if [ "$engine" = landlock ]; then
 		step "bench-smoke --engine landlock" .build/bench -smoke -engine landlock -agent-lock .build/agent-lock
 	fi
 	step "realagents --engine landlock" .build/realagents -agent-lock .build/agent-lock -engine landlock
+	# The same agents run by the test user with no daemon listening:
+	# Landlock alone, no root (the cell's init mounts the scrubbed shell
+	# files itself). About 20 seconds natively.
+	nodaemon=$(mktemp -d)
+	step "realagents --engine landlock, alone" .build/realagents -agent-lock .build/agent-lock -engine landlock -socket "$nodaemon/agent-lock.sock" -sessions returning,first-run
+	rmdir "$nodaemon"
 	# The cell's network under this engine: the same cgroup programs, the
 	# whole suite (test/nettest's small internet).
 	step "nettest --engine landlock" .build/nettest -agent-lock .build/agent-lock -engine landlock

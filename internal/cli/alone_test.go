@@ -104,8 +104,20 @@ printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit
 kill -CONT `+outsidePID+` 2>/dev/null; echo "signal=$?"
 /usr/bin/python3 ptrace.py child; /usr/bin/python3 ptrace.py 1
 setsid sleep 3219 </dev/null >/dev/null 2>&1 &
+bash -ic 'echo "rc=$RC_GREETING rckey=${AWS_SECRET_ACCESS_KEY:-none}"' 2>&1
+(echo planted >> ~/.bashrc) 2>/dev/null || echo rc-write=refused
 exit 3
 `), 0o755)
+	// The user's shell setup, with a secret in it: the agent's shells
+	// read it without the secret (its scrubbed copy, mounted over it in
+	// the cell), and cannot write it.
+	bashrc := filepath.Join(u.HomeDir, ".bashrc")
+	const rc = "export RC_GREETING=hello-rc\nexport AWS_SECRET_ACCESS_KEY=rc-secret-4242\n"
+	if err := os.WriteFile(bashrc, []byte(rc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(bashrc, uid, uid)
+	t.Cleanup(func() { os.Remove(bashrc) })
 	userPath := userBin + ":/usr/local/bin:/usr/bin:/bin"
 	asUser := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(bin, args...)
@@ -121,11 +133,13 @@ exit 3
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
 
-	// Unjailed, the user reads the secret and reaches the service.
+	// Unjailed, the user reads the secret (and the one in the shell
+	// setup) and reaches the service.
 	free := asUser()
-	free.Path, free.Args = "/bin/sh", []string{"sh", "-c", "cat " + secretPath + " && /usr/bin/python3 connect.py " + port + "; kill -CONT " + outsidePID + "; echo signal=$?"}
-	if out, err := free.CombinedOutput(); err != nil || !strings.Contains(string(out), "the-secret") || !strings.Contains(string(out), "connect=ok") || !strings.Contains(string(out), "signal=0") {
-		t.Fatalf("unjailed, the user could not read the secret, reach the service or signal their process (%v):\n%s", err, out)
+	free.Path, free.Args = "/bin/sh", []string{"sh", "-c", "cat " + secretPath + " && /usr/bin/python3 connect.py " + port + "; kill -CONT " + outsidePID + "; echo signal=$?; bash -ic 'echo rckey=$AWS_SECRET_ACCESS_KEY' 2>/dev/null"}
+	if out, err := free.CombinedOutput(); err != nil || !strings.Contains(string(out), "the-secret") || !strings.Contains(string(out), "connect=ok") ||
+		!strings.Contains(string(out), "signal=0") || !strings.Contains(string(out), "rckey=rc-secret-4242") {
+		t.Fatalf("unjailed, the user could not read the secrets, reach the service or signal their process (%v):\n%s", err, out)
 	}
 
 	rep := testenv.ReportPath(t, uid)
@@ -134,13 +148,17 @@ exit 3
 		t.Fatalf("the agent's exit status 3 did not come back (%v):\n%s", err, out)
 	}
 	for _, want := range []string{"no agent-lock daemon answers: Landlock alone jails the agent", "uid=4242\n", "path=" + userPath + "\n",
-		"setting=hello\n", "key=sk-test\n", "token=none\n", "secret=1\n", "signal=1\n", "ptrace-child=0\n", "ptrace-1=1\n"} {
+		"setting=hello\n", "key=sk-test\n", "token=none\n", "secret=1\n", "signal=1\n", "ptrace-child=0\n", "ptrace-1=1\n",
+		"rc=hello-rc rckey=none\n", "rc-write=refused\n"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the session did not say %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(string(out), "the-secret") {
-		t.Errorf("the agent read the secret:\n%s", out)
+	if strings.Contains(string(out), "the-secret") || strings.Contains(string(out), "rc-secret") || strings.Contains(string(out), ".bashrc: Permission denied") {
+		t.Errorf("the agent read a secret, or was refused ordinary work:\n%s", out)
+	}
+	if b, _ := os.ReadFile(bashrc); string(b) != rc {
+		t.Errorf("~/.bashrc changed: %q", b)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "made.txt")); err != nil || string(b) != "made\n" {
 		t.Errorf("the agent could not write in DIR: %v", err)

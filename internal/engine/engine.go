@@ -57,6 +57,11 @@ type Spec struct {
 	BestEffort bool
 	// AllowUnix are the unix sockets the agent may be told of.
 	AllowUnix []string
+	// Views are files to mount over others in the agent's view (the
+	// user's shell files by their scrubbed copies) where the session
+	// cannot, having no root: a cell alone's first process mounts them
+	// in its own user namespace. Under root the session mounts them.
+	Views []View
 	// PinDir returns where to pin what keeps the cell closed should every
 	// process holding it die ("" for nowhere); called only by an engine
 	// whose cell is not closed without it.
@@ -67,6 +72,9 @@ type Spec struct {
 	Loaded func(killSeq uint32) error
 	Warn   func(format string, args ...any)
 }
+
+// View is the file Copy mounted over Target.
+type View struct{ Copy, Target string }
 
 // Cgroup is the cell's cgroup.
 type Cgroup struct {

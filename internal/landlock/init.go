@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -34,15 +35,22 @@ func init() {
 }
 
 // initCell makes the cell's mounts (its devpts, its PID namespace's
-// /proc) with the CAP_SYS_ADMIN it holds in its user namespace, and execs
-// reapCell with none.
-func initCell(flags uint32, ttys []string, path string, argv []string) error {
+// /proc, s's binds) with the CAP_SYS_ADMIN it holds in its user
+// namespace, and execs reapCell with none.
+func initCell(s Start, path string, argv []string) error {
 	runtime.LockOSThread() // never unlocked: the thread execs
-	masters, ptsErr := privatePTS(RulesetFD, ttys)
+	masters, ptsErr := privatePTS(RulesetFD, s.TTYs)
 	if ptsErr != nil {
 		// The agent runs without terminals of its own, as before: the
 		// cell is no weaker for it.
 		fmt.Fprintf(os.Stderr, "agent-lock: the agent cannot open terminals of its own: %v\n", ptsErr)
+	}
+	for _, b := range s.Binds {
+		if err := bind(b); err != nil {
+			// As under root (session's agentView): it decides nothing,
+			// the agent's shells are refused the original instead.
+			fmt.Fprintf(os.Stderr, "agent-lock: %s for the agent: %v; its shells are refused it\n", b.Target, err)
+		}
 	}
 	// This PID namespace's own /proc: the agent sees its processes and
 	// none of the user's others (grantProc grants it).
@@ -58,7 +66,29 @@ func initCell(flags uint32, ttys []string, path string, argv []string) error {
 	if err := dropCaps(); err != nil {
 		return err
 	}
-	return syscall.Exec("/proc/self/exe", Argv(flags, ttys, reap, path, argv), []string{})
+	s.Mode, s.Binds = reap, nil
+	return syscall.Exec("/proc/self/exe", Argv(s, path, argv), []string{})
+}
+
+// bind mounts b.Src over b.Target, both opened without following a
+// symlink anywhere in them: the session resolved them, and a link
+// swapped in since must not move the mount.
+func bind(b Bind) error {
+	how := &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	src, err := unix.Openat2(unix.AT_FDCWD, b.Src, how)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(src)
+	dst, err := unix.Openat2(unix.AT_FDCWD, b.Target, how)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dst)
+	return unix.Mount("/proc/self/fd/"+strconv.Itoa(src), "/proc/self/fd/"+strconv.Itoa(dst), "", unix.MS_BIND, "")
 }
 
 // reapCell is the cell's init: undumpable, it starts the agent's first
@@ -73,7 +103,7 @@ func initCell(flags uint32, ttys []string, path string, argv []string) error {
 // this process with the agent's (its process group, its terminal): they
 // are taken here and let go, the agent gets its own. (A caught signal is the default again in a
 // child after its exec; an ignored one would stay ignored.)
-func reapCell(flags uint32, ttys []string, path string, argv []string) error {
+func reapCell(s Start, path string, argv []string) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("make the cell's init undumpable: %w", err)
 	}
@@ -86,7 +116,8 @@ func reapCell(flags uint32, ttys []string, path string, argv []string) error {
 		for range sigs {
 		}
 	}()
-	pid, err := syscall.ForkExec("/proc/self/exe", Argv(flags, ttys, Bare, path, argv),
+	s.Mode = Bare
+	pid, err := syscall.ForkExec("/proc/self/exe", Argv(s, path, argv),
 		&syscall.ProcAttr{Env: []string{}, Files: []uintptr{0, 1, 2, RulesetFD, EnvFD}})
 	if err != nil {
 		return fmt.Errorf("start the agent's first process: %w", err)

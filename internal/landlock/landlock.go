@@ -344,15 +344,68 @@ const (
 	Bare Mode = "bare"
 )
 
-// Argv is the command line of that process for path and argv, started in
-// mode; ttys are the terminals the agent inherits, by name, kept at those
-// names in the cell's own devpts (pts.go).
-func Argv(flags uint32, ttys []string, mode Mode, path string, argv []string) []string {
-	t := strings.Join(ttys, ",")
+// Start is how the cell's first process starts the agent.
+type Start struct {
+	// Flags are landlock_restrict_self's.
+	Flags uint32
+	// TTYs are the terminals the agent inherits, by name, kept at those
+	// names in the cell's own devpts (pts.go).
+	TTYs []string
+	Mode Mode
+	// Binds are files mounted over others in the agent's view by a cell
+	// alone's init (AsInit), where no root made the agent's mount
+	// namespace: the user's shell files by their scrubbed copies.
+	Binds []Bind
+}
+
+// Bind is a file mounted over Target in the agent's view.
+type Bind struct{ Src, Target string }
+
+// Argv is the command line of that process, to start path with argv as s
+// says.
+func Argv(s Start, path string, argv []string) []string {
+	t := strings.Join(s.TTYs, ",")
 	if t == "" {
 		t = "-"
 	}
-	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(flags), 10), t, string(mode), path}, argv...)
+	// Quoted, a path may hold any byte (strconv.QuotedPrefix reads them
+	// back one by one).
+	var b strings.Builder
+	for _, x := range s.Binds {
+		b.WriteString(strconv.Quote(x.Src))
+		b.WriteString(strconv.Quote(x.Target))
+	}
+	return append([]string{"agent-lock(landlock)", ExecArg, strconv.FormatUint(uint64(s.Flags), 10), t, string(s.Mode), b.String(), path}, argv...)
+}
+
+// parseStart reads what Argv wrote, after ExecArg, and returns the rest:
+// the agent's path and argv.
+func parseStart(args []string) (s Start, path string, argv []string, err error) {
+	if len(args) < 6 {
+		return s, "", nil, errors.New("usage: " + ExecArg + " FLAGS TTYS MODE BINDS PATH ARGV0 [ARG...]")
+	}
+	flags, err := strconv.ParseUint(args[0], 10, 32)
+	if err != nil {
+		return s, "", nil, fmt.Errorf("flags: %w", err)
+	}
+	s.Flags = uint32(flags)
+	if args[1] != "-" {
+		s.TTYs = strings.Split(args[1], ",")
+	}
+	s.Mode = Mode(args[2])
+	for rest := args[3]; rest != ""; {
+		var pair [2]string
+		for i := range pair {
+			q, err := strconv.QuotedPrefix(rest)
+			if err != nil {
+				return s, "", nil, fmt.Errorf("binds: %w", err)
+			}
+			pair[i], _ = strconv.Unquote(q)
+			rest = rest[len(q):]
+		}
+		s.Binds = append(s.Binds, Bind{Src: pair[0], Target: pair[1]})
+	}
+	return s, args[4], args[5:], nil
 }
 
 // Exec gives the cell its own terminals (pts.go), drops the capability
@@ -361,24 +414,16 @@ func Argv(flags uint32, ttys []string, mode Mode, path string, argv []string) []
 // It returns only on failure, and then the agent must not run: the caller
 // exits.
 func Exec(args []string) error {
-	if len(args) < 5 {
-		return errors.New("usage: " + ExecArg + " FLAGS TTYS MODE PATH ARGV0 [ARG...]")
-	}
-	flags, err := strconv.ParseUint(args[0], 10, 32)
+	s, path, argv, err := parseStart(args)
 	if err != nil {
-		return fmt.Errorf("flags: %w", err)
+		return err
 	}
-	var ttys []string
-	if args[1] != "-" {
-		ttys = strings.Split(args[1], ",")
-	}
-	mode := Mode(args[2])
-	path, argv := args[3], args[4:]
+	mode, ttys, flags := s.Mode, s.TTYs, s.Flags
 	switch mode {
 	case AsInit:
-		return initCell(uint32(flags), ttys, path, argv)
+		return initCell(s, path, argv)
 	case reap:
-		return reapCell(uint32(flags), ttys, path, argv)
+		return reapCell(s, path, argv)
 	case AsAgent, Bare:
 	default:
 		return fmt.Errorf("mode %q: exec, init or bare", mode)
@@ -410,7 +455,7 @@ func Exec(args []string) error {
 	}
 	// This thread only: it is the one that execs, and exec ends the
 	// others, which run nothing of the agent's.
-	if err := ll.LandlockRestrictSelf(RulesetFD, uint32(flags)); err != nil {
+	if err := ll.LandlockRestrictSelf(RulesetFD, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	unix.Close(RulesetFD)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -180,5 +181,33 @@ func TestEnvFileKeepsTheLast(t *testing.T) {
 	want := []string{"PATH=/bin", "LC_ALL=C", "EMPTY=", "NOEQUALS"}
 	if !slices.Equal(got, want) {
 		t.Errorf("environment %q, want %q", got, want)
+	}
+}
+
+// TestArgvRoundTrip: the cell's first process reads back what Argv wrote,
+// binds with any byte in their paths included (a wrong one would mount
+// over another file, or fail the agent's start).
+func TestArgvRoundTrip(t *testing.T) {
+	want := Start{Flags: 1, TTYs: []string{"/dev/pts/3", "/dev/pts/7"}, Mode: AsInit, Binds: []Bind{
+		{Src: "/tmp/rc/.bashrc", Target: "/home/u/.bashrc"},
+		{Src: "/tmp/a \"b\"\\c", Target: "/home/u/x\xff\ny,z=1"},
+	}}
+	args := Argv(want, "/usr/bin/env", []string{"env", "-i"})
+	if args[1] != ExecArg {
+		t.Fatalf("argv %q", args)
+	}
+	got, path, argv, err := parseStart(args[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || path != "/usr/bin/env" || !reflect.DeepEqual(argv, []string{"env", "-i"}) {
+		t.Errorf("read back %+v %q %q, want %+v", got, path, argv, want)
+	}
+	none, _, _, err := parseStart(Argv(Start{Mode: Bare}, "/bin/true", []string{"true"})[2:])
+	if err != nil || none.Binds != nil || none.TTYs != nil || none.Mode != Bare {
+		t.Errorf("read back %+v (%v)", none, err)
+	}
+	if _, _, _, err := parseStart([]string{"0", "-", "init", `"unclosed`, "/bin/true", "true"}); err == nil {
+		t.Error("a malformed bind was read")
 	}
 }

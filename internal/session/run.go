@@ -141,12 +141,15 @@ func (r *run) open(ctx context.Context) error {
 		User: agent.ID(), BestEffort: o.BestEffort, AllowUnix: o.AllowUnix}
 	r.pol = r.plan.Policy
 	r.pol.TmpDir = tmp
-	if !o.Alone {
-		// Its mounts need root (alone, the agent's shells are refused
-		// the user's shell files, as any file outside).
-		view, rcDir := shellSetup(agent, &r.pol, warn)
-		r.view = view
-		r.later(func() { os.RemoveAll(rcDir) })
+	view, rcDir := shellSetup(agent, &r.pol, warn)
+	r.view = view
+	r.later(func() { os.RemoveAll(rcDir) })
+	if o.Alone {
+		// Its mounts need root here: the cell's first process makes
+		// them, in a user namespace of its own.
+		for _, c := range view.rc {
+			s.Views = append(s.Views, engine.View{Copy: c.Copy, Target: c.Target})
+		}
 	}
 	s.Policy = r.pol
 	if s.Rules, err = userRules(r.pol, agent.ID()); err != nil {
@@ -257,7 +260,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 
 	view := &r.view
 	if o.Alone {
-		view = nil // its mount namespace needs root
+		view = nil // its mount namespace needs root: the cell's first process makes it
 	}
 	started, done := startNoNewPrivs(cmd, view, warn)
 	err = <-started

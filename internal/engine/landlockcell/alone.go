@@ -45,7 +45,7 @@ func (c *cell) alone() (engine.Cell, error) {
 	c.tw = tw
 	c.noAudit = "Landlock's audit records need root"
 	if why := userNSRefused(); why != "" {
-		const lacks = "the agent would see your other processes, reach your SysV IPC, signal your processes where Landlock does not scope signals (before ABI 6), and open no terminals of its own"
+		const lacks = "the agent would see your other processes, reach your SysV IPC, signal your processes where Landlock does not scope signals (before ABI 6), open no terminals of its own, and find your shell files (~/.bashrc, ...) refused"
 		if !c.s.BestEffort {
 			c.tw.close()
 			c.ruleset.Close()
@@ -114,7 +114,7 @@ func (c *cell) aboutAlone() engine.About {
 		net,
 	}
 	if c.bare {
-		limits = append(limits, "no namespaces of its own (--best-effort: this kernel refuses you a user namespace): your other processes seen, your SysV IPC reachable, and signals to your processes where Landlock does not scope them (before ABI 6)")
+		limits = append(limits, "no namespaces of its own (--best-effort: this kernel refuses you a user namespace): your other processes seen, your SysV IPC reachable, signals to your processes where Landlock does not scope them (before ABI 6), and your shell files refused to its shells")
 	}
 	return engine.About{Name: fmt.Sprintf("%s (ABI %d), alone", Name, c.abi), Limits: append(limits, landlock.Limits(c.abi)...)}
 }

@@ -259,7 +259,13 @@ func (c *cell) Command(path string, argv, env []string, attr *syscall.SysProcAtt
 		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
 	}
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = landlock.Argv(c.flags, c.s.TTYPaths, mode, path, argv)
+	start := landlock.Start{Flags: c.flags, TTYs: c.s.TTYPaths, Mode: mode}
+	if mode == landlock.AsInit {
+		for _, v := range c.s.Views {
+			start.Binds = append(start.Binds, landlock.Bind{Src: v.Copy, Target: v.Target})
+		}
+	}
+	cmd.Args = landlock.Argv(start, path, argv)
 	cmd.Env = []string{}
 	// fd 3: landlock.RulesetFD, fd 4: landlock.EnvFD.
 	cmd.ExtraFiles = []*os.File{c.ruleset, envFile}
