@@ -203,6 +203,21 @@ exit 3
 	client.Process.Kill()
 	client.Wait()
 	waitGone(t, `sleep 3221`, 30*time.Second)
+	// Its folders (TMPDIR, the shell files' copies) are swept by the next
+	// run alone.
+	left, _ := filepath.Glob(filepath.Join(os.TempDir(), "agent-lock-"+strconv.Itoa(client.Process.Pid)+"-*"))
+	if len(left) != 2 {
+		t.Errorf("the killed session left %v, want its TMPDIR and its copies' folder", left)
+	}
+	out, err = asUser("--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "true").CombinedOutput()
+	if err != nil || strings.Count(string(out), "cleaned up after agent-lock "+strconv.Itoa(client.Process.Pid)) != 2 {
+		t.Errorf("the next run alone did not sweep the killed one's folders (%v):\n%s", err, out)
+	}
+	for _, p := range left {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", p, err)
+		}
+	}
 
 	// A daemon that comes up while the agent runs alone starts no session
 	// for it: the agent would get a cell of its own choosing. Unjailed,

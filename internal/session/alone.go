@@ -45,6 +45,9 @@ func openAlone(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Poli
 	if err := eng.Check(facts, s); err != nil {
 		return nil, err
 	}
+	// What a killed session alone left behind: no cells (its agent died
+	// with it), only its folders.
+	sweepTmp(os.TempDir(), warn)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("become the agent's subreaper: %w", err)
 	}

@@ -37,6 +37,14 @@ func outlives(t *testing.T, bin, engine string, uid int) {
 	// The agent: a background loop that, each 100 ms, writes a tick, and a
 	// LEAK line if it can read the outside file. (The agent itself dies with
 	// agent-lock, by its parent-death signal; what it spawned does not.)
+	// A shell file of the user's, so that the session makes its copies'
+	// folder, which the next run must sweep too.
+	profile := filepath.Join("/home/jailtest", ".profile")
+	if err := os.WriteFile(profile, []byte("export OUTLIVES=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(profile, uid, uid)
+	t.Cleanup(func() { os.Remove(profile) })
 	script := `(while :; do echo tick >> ticks; cat "$1" >/dev/null 2>&1 && echo LEAK >> ticks; sleep 0.1; done) & wait`
 	cmd := exec.Command(bin, "--headless", "--engine", engine, "--report", "/dev/null", dir, "--", "/bin/sh", "-c", script, "agent", secret)
 	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242")
@@ -97,6 +105,10 @@ func outlives(t *testing.T, bin, engine string, uid int) {
 	if _, err := os.Stat(tmp); err != nil {
 		t.Fatalf("the killed session's TMPDIR is already gone: %v", err)
 	}
+	rc, _ := filepath.Glob(filepath.Join(os.TempDir(), "agent-lock-"+strconv.Itoa(cmd.Process.Pid)+"-rc-*"))
+	if len(rc) != 1 {
+		t.Fatalf("the killed session's copies of the shell files: %v, want one folder", rc)
+	}
 
 	// The next run sweeps the orphan away, and says what it cleaned.
 	next := exec.Command(bin, "--headless", "--engine", engine, "--report", "/dev/null", dir, "--", "true")
@@ -106,13 +118,15 @@ func outlives(t *testing.T, bin, engine string, uid int) {
 		t.Fatalf("next run: %v\n%s", err, b)
 	}
 	for _, want := range []string{"cleaned up after agent-lock " + strconv.Itoa(cmd.Process.Pid) + ", which was killed",
-		"its TMPDIR " + tmp + " removed"} {
+		"its TMPDIR " + tmp + " removed", "its copies of your shell files " + rc[0] + " removed"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the next run does not say %q:\n%s", want, b)
 		}
 	}
-	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
-		t.Errorf("the killed session's TMPDIR %s is still there: %v", tmp, err)
+	for _, p := range []string{tmp, rc[0]} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("the killed session's %s is still there: %v", p, err)
+		}
 	}
 	n = lines(ticks)
 	time.Sleep(time.Second)

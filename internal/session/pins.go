@@ -105,8 +105,9 @@ func sweep(cgMount string, warn warner) {
 	}
 }
 
-// sweepTmp removes the private TMPDIRs in tmp of sessions whose agent-lock
-// is gone, as the user who owns each (what the agent left there is theirs).
+// sweepTmp removes the private TMPDIRs (and the shell files' copies) in
+// tmp of sessions whose agent-lock is gone, as the user who owns each
+// (what the agent left there is theirs); without root, only this user's.
 func sweepTmp(tmp string, warn warner) {
 	ents, _ := os.ReadDir(tmp)
 	for _, e := range ents {
@@ -121,11 +122,18 @@ func sweepTmp(tmp string, warn warner) {
 		if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			continue
 		}
+		if me := os.Geteuid(); me != 0 && int(st.Uid) != me {
+			continue // another user's, without root: theirs to sweep
+		}
 		if err := asuser.RemoveAll(asuser.ID{UID: st.Uid, GID: st.Gid}, path); err != nil {
 			warn("the TMPDIR %s of agent-lock %d, which was killed: %v", path, pid, err)
 			continue
 		}
-		warn("cleaned up after agent-lock %d, which was killed: its TMPDIR %s removed", pid, path)
+		what := "its TMPDIR"
+		if strings.HasPrefix(rest, p+rcSuffix) {
+			what = "its copies of your shell files"
+		}
+		warn("cleaned up after agent-lock %d, which was killed: %s %s removed", pid, what, path)
 	}
 }
 

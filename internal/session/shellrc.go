@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,10 @@ var ShellRC = []string{
 	".profile", ".bash_profile", ".bash_login", ".bashrc", ".bash_aliases", ".bash_logout",
 	".zshenv", ".zprofile", ".zshrc", ".zlogin", ".zlogout", ".inputrc",
 }
+
+// rcSuffix follows the session's pid in the name of its folder of
+// copies.
+const rcSuffix = "-rc-"
 
 // maxRC bounds a shell file agent-lock copies.
 const maxRC = 1 << 20
@@ -44,7 +49,9 @@ type rcCopy struct {
 // read instead (mountns.go puts them over the originals in the agent's
 // view), granted read-only, so the agent cannot write them either.
 func shellRCCopies(a Agent) (dir string, copies []rcCopy, err error) {
-	dir, err = os.MkdirTemp("", "agent-lock-rc-")
+	// Named after this process, as its TMPDIR is: should it be killed,
+	// the next run's sweep (sweepTmp) removes the folder.
+	dir, err = os.MkdirTemp("", scratchPrefix+strconv.Itoa(os.Getpid())+rcSuffix)
 	if err != nil {
 		return "", nil, fmt.Errorf("shell setup copies: %w", err)
 	}
