@@ -239,6 +239,18 @@ exit 3
 		t.Errorf("the agent alone got a session from the daemon, or was not told why not:\n%s", out)
 	}
 
+	// agent-lock itself run under no_new_privs (in a sandbox: flatpak, a
+	// NoNewPrivileges service), with the daemon up: the daemon would
+	// refuse it, so it jails alone, and says why.
+	sandboxed := asUser("--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "sh", "-c", "cat "+secretPath+"; echo secret=$?")
+	sandboxed.Env = append(sandboxed.Env, "AGENT_LOCK_SOCKET="+sock)
+	sandboxed.Path, sandboxed.Args = "/usr/bin/setpriv", append([]string{"setpriv", "--no-new-privs", bin}, sandboxed.Args[1:]...)
+	out, err = sandboxed.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "runs under no_new_privs") || !strings.Contains(string(out), "Landlock alone jails the agent") ||
+		!strings.Contains(string(out), "secret=1\n") || strings.Contains(string(out), "the-secret") {
+		t.Errorf("agent-lock under no_new_privs, the daemon up: not jailed alone, or not said (%v):\n%s", err, out)
+	}
+
 	// Where the kernel refuses the user a user namespace, agent-lock says
 	// what the agent would lack and starts it only with --best-effort;
 	// the ruleset then holds without namespaces, and what the agent left

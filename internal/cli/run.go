@@ -32,7 +32,13 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	// (Landlock needs no privilege; session.Options.Alone).
 	alone := os.Geteuid() != 0
 	if alone && !o.serve {
-		if _, err := daemon.Ping(daemon.SocketPath()); !errors.Is(err, daemon.ErrNoDaemon) {
+		// The daemon serves no process under no_new_privs (a cell's, or
+		// another sandbox's: flatpak, a NoNewPrivileges service, a
+		// container run so): one could ask it for a cell of its own
+		// choosing. Landlock alone can only narrow that sandbox.
+		if sandboxed, _ := session.InCell(os.Getpid()); sandboxed {
+			fmt.Fprintln(stderr, "agent-lock: this process runs under no_new_privs (in an agent-lock cell or another sandbox), which the daemon serves no session: Landlock alone jails the agent, inside that sandbox")
+		} else if _, err := daemon.Ping(daemon.SocketPath()); !errors.Is(err, daemon.ErrNoDaemon) {
 			return viaDaemon(ctx, o, stdout, stderr)
 		}
 	}
