@@ -308,8 +308,9 @@ func landlockPolicy(stdout io.Writer, plan session.Plan, o options, abi int, til
 	var more int
 	// As the user: the walk reads the user's folders.
 	if err := asuser.Do(id, func() error {
-		repos, more = landlockcell.Repositories(plan.Policy, plan.Policy.Rules())
-		return nil
+		var err error
+		repos, more, err = landlockcell.Repositories(id, plan.Policy, plan.Policy.Rules())
+		return err
 	}); err != nil {
 		fmt.Fprintf(stdout, "  (the repositories below them could not be listed: %v)\n", err)
 	}

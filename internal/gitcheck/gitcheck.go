@@ -37,6 +37,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 )
 
 // Suffix is what a file moved aside is renamed with.
@@ -65,6 +68,9 @@ type Checker struct {
 	// then every config the jail made is moved aside whole.
 	Git      string
 	UID, GID uint32
+	// Groups are the user's supplementary groups, as whom the roots are
+	// read.
+	Groups []uint32
 	// ReportOnly finds and reports, and changes nothing (audit mode).
 	ReportOnly bool
 
@@ -85,22 +91,21 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 		c.gitDir(d)
 	}
 	for _, root := range roots {
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil // unreadable: the user's git cannot read it either
-			}
-			if d.Name() != ".git" || p == root {
-				return nil
-			}
+		// Unreadable folders are left out: the user's git cannot read
+		// them either.
+		hits, err := dirscan.Named(asuser.ID{UID: c.UID, GID: c.GID, Groups: c.Groups}, root, ".git", nil)
+		if err != nil {
+			c.out = append(c.out, Finding{Path: root, Why: "its repositories could not be looked for", Err: err})
+			continue
+		}
+		for _, h := range hits {
 			switch {
-			case d.IsDir():
-				c.gitDir(p)
-				return fs.SkipDir
-			case d.Type().IsRegular():
-				c.pointer(p, "gitdir: ")
+			case h.Dir:
+				c.gitDir(h.Path)
+			case h.Regular:
+				c.pointer(h.Path, "gitdir: ")
 			}
-			return nil
-		})
+		}
 	}
 	return c.out
 }

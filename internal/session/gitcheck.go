@@ -32,7 +32,7 @@ func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w repo
 		if g == nil {
 			return nil
 		}
-		chk := &gitcheck.Checker{Made: g.Made, Git: git, UID: a.UID, GID: a.GID, ReportOnly: audit}
+		chk := &gitcheck.Checker{Made: g.Made, Git: git, UID: a.UID, GID: a.GID, Groups: a.Groups, ReportOnly: audit}
 		found = chk.Check(g.Roots, g.GitDirs)
 		return nil
 	}); err != nil {

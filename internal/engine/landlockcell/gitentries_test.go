@@ -1,6 +1,7 @@
 package landlockcell
 
 import (
+	"github.com/agent-lock/agent-lock/internal/asuser"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,7 +29,10 @@ func TestGitEntries(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "sub/.git"), []byte("gitdir: ../.git/modules/lib/m\n"), 0o644)
 
-	entries, more := gitEntries(dir)
+	entries, more, err := gitEntries(asuser.ID{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var paths []string
 	dirOnly := map[string]bool{}
 	for _, e := range entries {
@@ -163,7 +167,10 @@ func TestGrantRoots(t *testing.T) {
 			t.Errorf("%s is kept: not a writable grant of the user's", p)
 		}
 	}
-	nested, _ := gitEntries(other, dir, other)
+	nested, _, err := gitEntries(asuser.ID{}, other, dir, other)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !slices.ContainsFunc(nested, func(e tripwire.Entry) bool {
 		return filepath.Join(e.Root, e.Path) == filepath.Join(other, "nest/.git/config")
 	}) {

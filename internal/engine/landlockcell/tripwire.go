@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/spec"
@@ -63,11 +64,14 @@ func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 // Repositories are the repositories below the tops of DIR and of the
 // user's writable grants whose git files a session starting now would
 // keep (gitEntries), and how many more it would leave out. It reads the
-// user's folders: the caller runs it as the user.
-func Repositories(p policy.Policy, rules []spec.Rule) (repos []string, more int) {
+// user's folders: the caller runs it as the user id.
+func Repositories(id asuser.ID, p policy.Policy, rules []spec.Rule) (repos []string, more int, err error) {
 	roots := append([]string{p.Dir}, grantRoots(p, rules)...)
 	for _, root := range roots {
-		entries, m := gitEntries(root, roots...)
+		entries, m, err := gitEntries(id, root, roots...)
+		if err != nil {
+			return nil, 0, err
+		}
 		more += m
 		for _, e := range entries {
 			if e.DirOnly && filepath.Base(e.Path) == ".git" {
@@ -75,7 +79,7 @@ func Repositories(p policy.Policy, rules []spec.Rule) (repos []string, more int)
 			}
 		}
 	}
-	return repos, more
+	return repos, more, nil
 }
 
 // grantRoots are the folders outside DIR that the user granted the agent
@@ -175,9 +179,10 @@ const maxGitRepos = 64
 // the repositories below DIR's top (a .git folder, or a .git file, which
 // names one), and the links of the linked worktrees and submodules in
 // every git directory found, DIR's own included. It leaves out the trees
-// of skip (the other roots' own). It runs as the user, and returns how
-// many repositories it left out past maxGitRepos.
-func gitEntries(dir string, skip ...string) (out []tripwire.Entry, more int) {
+// of skip (the other roots' own). It runs as the user id (the caller's
+// thread for the few reads of DIR's own .git, dirscan's for the walk),
+// and returns how many repositories it left out past maxGitRepos.
+func gitEntries(id asuser.ID, dir string, skip ...string) (out []tripwire.Entry, more int, err error) {
 	var repos int
 	add := func(path, rule string, dirOnly bool) {
 		out = append(out, tripwire.Entry{Root: dir, Path: path, DirOnly: dirOnly, Rule: "protected " + rule})
@@ -207,35 +212,26 @@ func gitEntries(dir string, skip ...string) (out []tripwire.Entry, more int) {
 	if st, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && st.IsDir() {
 		links(".git")
 	}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() && p != dir && slices.Contains(skip, p) {
-			return fs.SkipDir
-		}
-		if err != nil || d.Name() != ".git" {
-			return nil
-		}
-		if p == filepath.Join(dir, ".git") {
-			// DIR's own: policy.Protected's names, and links above.
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
+	hits, err := dirscan.Named(id, dir, ".git", skip)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, h := range hits {
+		if h.Path == filepath.Join(dir, ".git") {
+			continue // DIR's own: policy.Protected's names, and links above
 		}
 		if repos++; repos > maxGitRepos {
 			more++
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
+			continue
 		}
-		rel, _ := filepath.Rel(dir, p)
+		rel, _ := filepath.Rel(dir, h.Path)
 		top := filepath.Dir(rel)
-		if !d.IsDir() {
+		if !h.Dir {
 			// A .git file (a submodule's checkout, a linked worktree)
 			// names the git directory: its content is kept.
 			add(rel, rel, false)
 			add(top+"/.gitmodules", top+"/.gitmodules", false)
-			return nil
+			continue
 		}
 		add(rel, rel, true)
 		for _, n := range []string{"hooks", "config", "config.worktree", "commondir", "gitdir"} {
@@ -243,9 +239,8 @@ func gitEntries(dir string, skip ...string) (out []tripwire.Entry, more int) {
 		}
 		add(top+"/.gitmodules", top+"/.gitmodules", false)
 		links(rel)
-		return fs.SkipDir
-	})
-	return out, more
+	}
+	return out, more, nil
 }
 
 // gitDirInodes are the inodes of DIR's .git folder and of those the
@@ -342,9 +337,12 @@ func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, wa
 		var nested []tripwire.Entry
 		var more int
 		err := asuser.Do(id, func() error {
-			nested, more = gitEntries(root, t.roots...)
+			var err error
+			if nested, more, err = gitEntries(id, root, t.roots...); err != nil {
+				return err
+			}
 			maps.Copy(t.gitDirs, gitDirInodes(root, nested))
-			_, err := os.Lstat(filepath.Join(root, ".git"))
+			_, err = os.Lstat(filepath.Join(root, ".git"))
 			return err
 		})
 		if errors.Is(err, fs.ErrNotExist) {
