@@ -128,6 +128,9 @@ if [ "$engine" = landlock ]; then
 	# Landlock alone, no root (the cell's init mounts the scrubbed shell
 	# files itself). About 20 seconds natively.
 	nodaemon=$(mktemp -d)
+	# Searchable by the test user: a socket it cannot reach is an answer
+	# (EACCES), not "no daemon".
+	chmod 755 "$nodaemon"
 	step "realagents --engine landlock, alone" .build/realagents -agent-lock .build/agent-lock -engine landlock -socket "$nodaemon/agent-lock.sock" -sessions returning,first-run
 	rmdir "$nodaemon"
 	# The cell's network under this engine: the same cgroup programs, the

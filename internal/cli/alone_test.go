@@ -112,12 +112,17 @@ exit 3
 	// read it without the secret (its scrubbed copy, mounted over it in
 	// the cell), and cannot write it.
 	bashrc := filepath.Join(u.HomeDir, ".bashrc")
+	if was, err := os.ReadFile(bashrc); err == nil {
+		t.Cleanup(func() { os.Remove(bashrc); os.WriteFile(bashrc, was, 0o644); os.Chown(bashrc, uid, uid) })
+	} else {
+		t.Cleanup(func() { os.Remove(bashrc) })
+	}
+	os.Remove(bashrc)
 	const rc = "export RC_GREETING=hello-rc\nexport AWS_SECRET_ACCESS_KEY=rc-secret-4242\n"
 	if err := os.WriteFile(bashrc, []byte(rc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	os.Chown(bashrc, uid, uid)
-	t.Cleanup(func() { os.Remove(bashrc) })
 	userPath := userBin + ":/usr/local/bin:/usr/bin:/bin"
 	asUser := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(bin, args...)
@@ -183,6 +188,27 @@ exit 3
 	}
 	// What the agent left running ended with the session.
 	waitGone(t, `sleep 3219`, 30*time.Second)
+
+	// ~/.bashrc a link through DIR (where an agent of an earlier
+	// session may have pointed it) to the secret: the user reads the
+	// secret through it; the agent's shells get no copy of it.
+	os.Remove(bashrc)
+	os.Symlink(filepath.Join(dir, "rc-link"), bashrc)
+	os.Lchown(bashrc, uid, uid)
+	os.Symlink(secretPath, filepath.Join(dir, "rc-link"))
+	os.Lchown(filepath.Join(dir, "rc-link"), uid, uid)
+	free = asUser()
+	free.Path, free.Args = "/bin/cat", []string{"cat", bashrc}
+	if out, err := free.CombinedOutput(); err != nil || !strings.Contains(string(out), "the-secret") {
+		t.Fatalf("unjailed, the user did not read the secret through ~/.bashrc (%v):\n%s", err, out)
+	}
+	out, _ = asUser("--headless", "--engine", "landlock", "--report", "/dev/null", ".", "--", "sh", "-c", "cat ~/.bashrc; echo rc=$?").CombinedOutput()
+	if strings.Contains(string(out), "the-secret") || !strings.Contains(string(out), "rc=1\n") ||
+		!strings.Contains(string(out), "a link the agent may change: not copied") {
+		t.Errorf("~/.bashrc through a link in DIR to a secret: read, or not said:\n%s", out)
+	}
+	os.Remove(bashrc)
+	os.Remove(filepath.Join(dir, "rc-link"))
 
 	// The port granted by name: reached.
 	if abi >= 4 {

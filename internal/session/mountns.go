@@ -89,7 +89,7 @@ func bindOver(src, target string) error {
 // it is mounted, not from where the copy lies) and returns the view that
 // mounts them, with the folder to remove when the session ends.
 func shellSetup(a Agent, p *policy.Policy, warn warner) (agentView, string) {
-	dir, copies, err := shellRCCopies(a)
+	dir, copies, err := shellRCCopies(a, *p, warn)
 	if err != nil {
 		warn("%v; the agent's shells are refused your shell setup", err)
 		return agentView{}, ""

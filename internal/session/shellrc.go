@@ -1,18 +1,22 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // ShellRC are the files in a home that shells read when they start
@@ -48,12 +52,17 @@ type rcCopy struct {
 // go, never where only root may); the copies are what the agent's shells
 // read instead (mountns.go puts them over the originals in the agent's
 // view), granted read-only, so the agent cannot write them either.
-func shellRCCopies(a Agent) (dir string, copies []rcCopy, err error) {
+func shellRCCopies(a Agent, pol policy.Policy, warn warner) (dir string, copies []rcCopy, err error) {
 	// Named after this process, as its TMPDIR is: should it be killed,
 	// the next run's sweep (sweepTmp) removes the folder.
 	dir, err = os.MkdirTemp("", scratchPrefix+strconv.Itoa(os.Getpid())+rcSuffix)
 	if err != nil {
 		return "", nil, fmt.Errorf("shell setup copies: %w", err)
+	}
+	// Its real path: the cell's init binds the copies without following
+	// a link (a TMPDIR may lie behind one).
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
 	}
 	os.Chmod(dir, 0o755)
 	for _, name := range ShellRC {
@@ -61,14 +70,24 @@ func shellRCCopies(a Agent) (dir string, copies []rcCopy, err error) {
 		var content []byte
 		var real string
 		err := asuser.Do(a.ID(), func() error {
-			r, err := filepath.EvalSymlinks(p)
+			r, hops, err := resolve(p)
 			if err != nil {
 				return err
 			}
-			f, err := os.Open(r)
+			if why := untrusted(pol, r, hops); why != "" {
+				warn("~/%s %s: not copied for the agent, whose shells are refused it", name, why)
+				return errUntrusted
+			}
+			// The path resolved, held: no link swapped in since moves
+			// the read.
+			fd, err := unix.Openat2(unix.AT_FDCWD, r, &unix.OpenHow{
+				Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+				Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+			})
 			if err != nil {
 				return err
 			}
+			f := os.NewFile(uintptr(fd), r)
 			defer f.Close()
 			if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 				return fmt.Errorf("%s: not a regular file", p)
@@ -101,11 +120,78 @@ func shellRCCopies(a Agent) (dir string, copies []rcCopy, err error) {
 	return dir, copies, nil
 }
 
-// assignment finds a shell variable assignment at the start of a command:
+var errUntrusted = errors.New("not copied")
+
+// resolve follows every symlink on path's way, folders' included, as
+// filepath.EvalSymlinks does, and returns the real path with the links
+// met (each at its real place).
+func resolve(path string) (real string, links []string, err error) {
+	rest := strings.Split(filepath.Clean(path), "/")
+	cur := "/"
+	for n := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		if c == "" || c == "." {
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", nil, err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if n++; n > 40 {
+			return "", nil, fmt.Errorf("%s: too many links", path)
+		}
+		links = append(links, next)
+		t, err := os.Readlink(next)
+		if err != nil {
+			return "", nil, err
+		}
+		if filepath.IsAbs(t) {
+			cur = "/"
+		}
+		rest = append(strings.Split(t, "/"), rest...)
+	}
+	return cur, links, nil
+}
+
+// untrusted says why a shell file that resolves to real through links
+// must not be copied for the agent ("" if it may): a link or the file in
+// a place the agent may change (a dotfiles repository as DIR) would let
+// an agent of an earlier session point it at a key, which the copy, its
+// to read, would then hold; a file the cell refuses as a secret is one.
+func untrusted(pol policy.Policy, real string, links []string) string {
+	for _, l := range links {
+		if pol.Writable(l) {
+			return "leads through " + l + ", a link the agent may change"
+		}
+	}
+	if pol.Writable(real) {
+		return "is " + real + ", which the agent may change"
+	}
+	for _, d := range pol.Denied() {
+		if spec.Under(real, d.Path) {
+			return "leads to " + real + ", which the cell refuses (" + d.Name + ")"
+		}
+	}
+	for _, g := range append(slices.Clone(policy.SecretPatterns), pol.DenyPatterns...) {
+		if ok, _ := filepath.Match(g, filepath.Base(real)); ok {
+			return "leads to " + real + ", a secret by its name (" + g + ")"
+		}
+	}
+	return ""
+}
+
+// assignment finds a shell variable assignment at the start of a command
+// (one quoted in an alias or an eval included):
 // NAME=..., with export, declare -x, typeset, readonly or local before it,
 // or fish's set -x NAME.
 var (
-	assignment = regexp.MustCompile(`(?:^|[\s;&|(])(?:export\s+|declare\s+-\w+\s+|typeset\s+-\w+\s+|readonly\s+|local\s+)*([A-Za-z_][A-Za-z0-9_]*)\+?=`)
+	assignment = regexp.MustCompile(`(?:^|[\s;&|('"` + "`" + `])(?:export\s+|declare\s+-\w+\s+|typeset\s+-\w+\s+|readonly\s+|local\s+)*([A-Za-z_][A-Za-z0-9_]*)\+?=`)
 	fishSet    = regexp.MustCompile(`^\s*set\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)\s`)
 )
 

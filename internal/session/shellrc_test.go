@@ -1,9 +1,13 @@
 package session
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agent-lock/agent-lock/internal/policy"
 )
 
 // TestScrubRC: assignments of secret-looking variables leave the copy (and
@@ -22,9 +26,11 @@ declare -x DB_PASSWORD=secret4
 EDITOR=vim
 set -gx ANTHROPIC_API_KEY secret5
 export THEME=dark TOKEN_LIMIT=10
+alias gh='GH_TOKEN=secret6 gh'
+eval "NPM_TOKEN=secret7 npm publish"
 `
 	out, withheld := scrubRC(in)
-	for _, s := range []string{"secret1", "secret2", "secret3", "secret4", "secret5"} {
+	for _, s := range []string{"secret1", "secret2", "secret3", "secret4", "secret5", "secret6", "secret7"} {
 		if strings.Contains(out, s) {
 			t.Errorf("%s left in the copy:\n%s", s, out)
 		}
@@ -34,7 +40,7 @@ export THEME=dark TOKEN_LIMIT=10
 			t.Errorf("%q lost:\n%s", keep, out)
 		}
 	}
-	want := []string{"GITHUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "ANTHROPIC_API_KEY"}
+	want := []string{"GITHUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "ANTHROPIC_API_KEY", "GH_TOKEN", "NPM_TOKEN"}
 	if !slices.Equal(withheld, want) {
 		t.Errorf("withheld %v, want %v", withheld, want)
 	}
@@ -43,5 +49,48 @@ export THEME=dark TOKEN_LIMIT=10
 	}
 	if got := strings.Count(out, "\n"); got != strings.Count(in, "\n")-1 {
 		t.Errorf("%d lines, want %d (the multi-line value is one comment):\n%s", got, strings.Count(in, "\n")-1, out)
+	}
+}
+
+// TestShellRCTrust: a shell file is copied for the agent only where
+// nothing the agent may change leads to it and it is no secret: an agent
+// of an earlier session could otherwise point a link in DIR at a key, and
+// the next session's copy, the agent's to read, would hold it.
+func TestShellRCTrust(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	home, proj := filepath.Join(root, "home"), filepath.Join(root, "home", "proj")
+	for _, d := range []string{".ssh", "dotfiles", "keys", "proj/dots", "plain"} {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	for _, f := range []string{".ssh/id_test", "dotfiles/bashrc", "keys/id_other", "proj/dots/bashrc", "plain/rc"} {
+		os.WriteFile(filepath.Join(home, f), []byte("x\n"), 0o644)
+	}
+	os.Symlink(filepath.Join(home, ".ssh/id_test"), filepath.Join(proj, "link"))
+	os.Symlink("../proj/link", filepath.Join(home, "dotfiles/via-proj"))
+	os.Symlink("proj/dots", filepath.Join(home, "dots-dir"))
+	pol := policy.Policy{Dir: proj, Home: home}
+	for target, ok := range map[string]bool{
+		"dotfiles/bashrc":   true,  // a dotfiles folder outside DIR
+		"plain/rc":          true,
+		"proj/dots/bashrc":  false, // in DIR
+		"dotfiles/via-proj": false, // through a link in DIR, to a key
+		"dots-dir/bashrc":   false, // through a folder link, into DIR
+		".ssh/id_test":      false, // a home secret
+		"keys/id_other":     false, // a secret by name
+	} {
+		rc := filepath.Join(home, ".bashrc")
+		os.Remove(rc)
+		os.Symlink(filepath.Join(home, target), rc)
+		real, links, err := resolve(rc)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		want, _ := filepath.EvalSymlinks(rc)
+		if real != want {
+			t.Errorf("%s: resolved to %s, EvalSymlinks to %s", target, real, want)
+		}
+		if why := untrusted(pol, real, links); (why == "") != ok {
+			t.Errorf("~/.bashrc -> %s (links %v): untrusted %q, want copied %v", target, links, why, ok)
+		}
 	}
 }
