@@ -93,7 +93,7 @@ func run() int {
 		// the workload ratios get noisier.
 		c = config{files: 2000, opens: 20000, cfiles: 3, repeat: 3, storm: 3 * time.Second}
 		if *only == "" {
-			*only = "^(open-read|startup|startup-alone|storm)$"
+			*only = "^(open-read|startup|startup-alone|startup-daemon|storm)$"
 		}
 	}
 	if *repeat > 0 {
@@ -249,6 +249,12 @@ func run() int {
 	if re.MatchString("startup-alone") {
 		if err := b.startupAlone(ctx, kernel); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: startup-alone:", err)
+			failed = true
+		}
+	}
+	if re.MatchString("startup-daemon") {
+		if err := b.startupDaemon(ctx, kernel); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: startup-daemon:", err)
 			failed = true
 		}
 	}
@@ -807,7 +813,41 @@ func (b *bench) startupAlone(ctx context.Context, kernel string) error {
 	r := *b.r
 	r.Engine = "landlock"
 	r.Daemon = filepath.Join(os.TempDir(), "no-agent-lock-daemon", "agent-lock.sock")
-	var direct, alone []time.Duration
+	return b.startupAs(ctx, kernel, "startup-alone", "no root, no daemon: Landlock alone", r, func(res testenv.Result) error {
+		if res.Report.Start == nil || !strings.HasSuffix(res.Report.Start.Engine, ", alone") {
+			return fmt.Errorf("the session was not Landlock alone: %s", testenv.Tail(res.Output, 5))
+		}
+		return nil
+	})
+}
+
+// startupDaemon: the start of a session the test user asks the daemon
+// for (no sudo: issue 18's path), from invoking agent-lock to the
+// command's first instruction, against starting it directly, in turns.
+// The daemon is started once, before the first round.
+func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
+	sock := filepath.Join(os.TempDir(), fmt.Sprintf("agent-lock-bench-daemon-%d", os.Getpid()), "agent-lock.sock")
+	d, log, err := testenv.Daemon(b.r.AgentLock, sock)
+	if err != nil {
+		return err
+	}
+	defer func() { d.Process.Kill(); d.Wait(); os.RemoveAll(filepath.Dir(sock)) }()
+	r := *b.r
+	r.Daemon = sock
+	sessions := 0
+	return b.startupAs(ctx, kernel, "startup-daemon", "as the user, through the daemon", r, func(res testenv.Result) error {
+		sessions++
+		if n := strings.Count(log(), "agent-lock daemon: session "); n != sessions {
+			return fmt.Errorf("the daemon started %d sessions, not %d: %s", n, sessions, testenv.Tail(res.Output, 5))
+		}
+		return nil
+	})
+}
+
+// startupAs: a session's start run by r, against starting the same
+// command directly, in turns; check says the session was r's kind.
+func (b *bench) startupAs(ctx context.Context, kernel, workload, how string, r testenv.Runner, check func(testenv.Result) error) error {
+	var direct, jailed []time.Duration
 	var names []string
 	steps := map[string][]time.Duration{}
 	for range b.c.repeat {
@@ -823,10 +863,13 @@ func (b *bench) startupAlone(ctx context.Context, kernel string) error {
 		if d, err = startedAfter(res, t0); err != nil {
 			return err
 		}
-		if res.Report.Start == nil || !strings.HasSuffix(res.Report.Start.Engine, ", alone") {
-			return fmt.Errorf("the session was not Landlock alone: %s", testenv.Tail(res.Output, 5))
+		if err := check(res); err != nil {
+			return err
 		}
-		alone = append(alone, d)
+		jailed = append(jailed, d)
+		if res.Report.Start == nil {
+			return fmt.Errorf("the report has no start: %s", testenv.Tail(res.Output, 5))
+		}
 		for _, s := range res.Report.Start.Steps {
 			if _, ok := steps[s.Name]; !ok {
 				names = append(names, s.Name)
@@ -839,11 +882,12 @@ func (b *bench) startupAlone(ctx context.Context, kernel string) error {
 		words = append(words, fmt.Sprintf("%s %v", n, round(median(steps[n]))))
 		fields = append(fields, fmt.Sprintf("step_%s_ns=%d", n, median(steps[n])))
 	}
-	fmt.Printf("startup alone (no root, no daemon: Landlock alone): direct %v, under agent-lock %v, %v more (medians of %d)\n",
-		round(median(direct)), round(median(alone)), round(median(alone)-median(direct)), len(alone))
-	fmt.Printf("startup alone steps (medians): %s\n", strings.Join(words, ", "))
-	fmt.Printf("BENCH kernel=%s workload=startup-alone direct_ns=%d agent_lock_ns=%d over_ns=%d ratio=%.1f %s\n",
-		kernel, median(direct), median(alone), median(alone)-median(direct), float64(median(alone))/float64(median(direct)), strings.Join(fields, " "))
+	label := strings.Replace(workload, "-", " ", 1)
+	fmt.Printf("%s (%s): direct %v, under agent-lock %v, %v more (medians of %d)\n",
+		label, how, round(median(direct)), round(median(jailed)), round(median(jailed)-median(direct)), len(jailed))
+	fmt.Printf("%s steps (medians): %s\n", label, strings.Join(words, ", "))
+	fmt.Printf("BENCH kernel=%s workload=%s direct_ns=%d agent_lock_ns=%d over_ns=%d ratio=%.1f %s\n",
+		kernel, workload, median(direct), median(jailed), median(jailed)-median(direct), float64(median(jailed))/float64(median(direct)), strings.Join(fields, " "))
 	return nil
 }
 
