@@ -65,6 +65,7 @@ func shellRCCopies(a Agent, pol policy.Policy, warn warner) (dir string, copies 
 		dir = real
 	}
 	os.Chmod(dir, 0o755)
+	rules := pol.Rules()
 	for _, name := range ShellRC {
 		p := filepath.Join(a.Home, name)
 		var content []byte
@@ -74,14 +75,15 @@ func shellRCCopies(a Agent, pol policy.Policy, warn warner) (dir string, copies 
 			if err != nil {
 				return err
 			}
-			if why := untrusted(pol, r, hops); why != "" {
+			if why := untrusted(pol, rules, name, r, hops); why != "" {
 				warn("~/%s %s: not copied for the agent, whose shells are refused it", name, why)
 				return errUntrusted
 			}
 			// The path resolved, held: no link swapped in since moves
 			// the read.
 			fd, err := unix.Openat2(unix.AT_FDCWD, r, &unix.OpenHow{
-				Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+				// Not blocking on a FIFO: it is refused below.
+				Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
 				Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 			})
 			if err != nil {
@@ -122,29 +124,32 @@ func shellRCCopies(a Agent, pol policy.Policy, warn warner) (dir string, copies 
 
 var errUntrusted = errors.New("not copied")
 
-// resolve follows every symlink on path's way, folders' included, as
-// filepath.EvalSymlinks does, and returns the real path with the links
+// resolve follows every symlink on path's way (absolute, clean), folders'
+// included, as the kernel does, and returns the real path with the links
 // met (each at its real place).
 func resolve(path string) (real string, links []string, err error) {
-	rest := strings.Split(filepath.Clean(path), "/")
-	cur := "/"
+	rest := strings.Split(path, "/")
+	cur, dir := "/", true
 	for n := 0; len(rest) > 0; {
 		c := rest[0]
 		rest = rest[1:]
 		if c == "" || c == "." {
 			continue
 		}
-		next := filepath.Join(cur, c)
+		if !dir {
+			return "", nil, fmt.Errorf("%s: %w", cur, unix.ENOTDIR)
+		}
+		next := filepath.Join(cur, c) // ".." of a real folder: its parent
 		fi, err := os.Lstat(next)
 		if err != nil {
 			return "", nil, err
 		}
 		if fi.Mode()&os.ModeSymlink == 0 {
-			cur = next
+			cur, dir = next, fi.IsDir()
 			continue
 		}
 		if n++; n > 40 {
-			return "", nil, fmt.Errorf("%s: too many links", path)
+			return "", nil, fmt.Errorf("%s: %w", path, unix.ELOOP)
 		}
 		links = append(links, next)
 		t, err := os.Readlink(next)
@@ -159,22 +164,44 @@ func resolve(path string) (real string, links []string, err error) {
 	return cur, links, nil
 }
 
-// untrusted says why a shell file that resolves to real through links
-// must not be copied for the agent ("" if it may): a link or the file in
-// a place the agent may change (a dotfiles repository as DIR) would let
-// an agent of an earlier session point it at a key, which the copy, its
-// to read, would then hold; a file the cell refuses as a secret is one.
-func untrusted(pol policy.Policy, real string, links []string) string {
+// untrusted says why the shell file name (".bashrc"), which resolves to
+// real through links, must not be copied for the agent ("" if it may).
+// The copy is the agent's to read, so an agent that could point the file
+// elsewhere would read what it points at: no link on the way and not the
+// file may lie where this session's agent may write (a dotfiles
+// repository as DIR), the file must be named like the shell file it
+// stands for (a link planted by an earlier session, with other grants,
+// reaches only files so named: bashrc, .bashrc, hm_.bashrc), and no
+// secret the cell refuses.
+//
+// rules are the cell's (pol.Rules()): the scratch places and a linked
+// worktree's git folders are writable too.
+func untrusted(pol policy.Policy, rules []spec.Rule, name, real string, links []string) string {
+	writable := func(p string) bool {
+		if pol.Writable(p) {
+			return true
+		}
+		for _, r := range rules {
+			if r.Access&(spec.Write|spec.Scratch) != 0 && spec.Under(p, r.Path) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, l := range links {
-		if pol.Writable(l) {
+		if writable(l) {
 			return "leads through " + l + ", a link the agent may change"
 		}
 	}
-	if pol.Writable(real) {
+	if writable(real) {
 		return "is " + real + ", which the agent may change"
 	}
+	if want := strings.TrimPrefix(name, "."); !strings.Contains(filepath.Base(real), want) {
+		return "leads to " + real + ", not named like it (" + want + ")"
+	}
 	for _, d := range pol.Denied() {
-		if spec.Under(real, d.Path) {
+		resolved, err := filepath.EvalSymlinks(d.Path)
+		if spec.Under(real, d.Path) || (err == nil && spec.Under(real, resolved)) {
 			return "leads to " + real + ", which the cell refuses (" + d.Name + ")"
 		}
 	}

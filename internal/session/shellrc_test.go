@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/policy"
+	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
 // TestScrubRC: assignments of secret-looking variables leave the copy (and
@@ -53,43 +54,65 @@ eval "NPM_TOKEN=secret7 npm publish"
 }
 
 // TestShellRCTrust: a shell file is copied for the agent only where
-// nothing the agent may change leads to it and it is no secret: an agent
-// of an earlier session could otherwise point a link in DIR at a key, and
-// the next session's copy, the agent's to read, would hold it.
+// nothing the agent may change leads to it, it is named like the shell
+// file, and it is no secret: an agent of an earlier session could
+// otherwise point a link at a key, and the next session's copy, the
+// agent's to read, would hold it.
 func TestShellRCTrust(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
-	home, proj := filepath.Join(root, "home"), filepath.Join(root, "home", "proj")
-	for _, d := range []string{".ssh", "dotfiles", "keys", "proj/dots", "plain"} {
-		os.MkdirAll(filepath.Join(home, d), 0o755)
+	home := filepath.Join(root, "home")
+	proj, tmp := filepath.Join(home, "proj"), filepath.Join(root, "tmp")
+	for _, d := range []string{".ssh", "dotfiles", "keys", "proj/dots", "plain", "vault/aws", "tmp"} {
+		os.MkdirAll(filepath.Join(root, "home", d), 0o755)
 	}
-	for _, f := range []string{".ssh/id_test", "dotfiles/bashrc", "keys/id_other", "proj/dots/bashrc", "plain/rc"} {
+	os.MkdirAll(tmp, 0o755)
+	for _, f := range []string{".ssh/id_test", "dotfiles/bashrc", "keys/id_bashrc", "proj/dots/bashrc", "plain/hm_.bashrc",
+		"plain/rc.sh", "vault/aws/bashrc", "dotfiles/fifo-bashrc"} {
 		os.WriteFile(filepath.Join(home, f), []byte("x\n"), 0o644)
 	}
 	os.Symlink(filepath.Join(home, ".ssh/id_test"), filepath.Join(proj, "link"))
 	os.Symlink("../proj/link", filepath.Join(home, "dotfiles/via-proj"))
 	os.Symlink("proj/dots", filepath.Join(home, "dots-dir"))
-	pol := policy.Policy{Dir: proj, Home: home}
+	os.Symlink("vault/aws", filepath.Join(home, ".aws")) // a home secret behind a link
+	os.Symlink(filepath.Join(home, "dotfiles/bashrc"), filepath.Join(tmp, "bashrc"))
+	pol := policy.Policy{Dir: proj, Home: home, TmpDir: filepath.Join(root, "private-tmp")}
+	// The cell's rules, less those over the test's own folder (t.TempDir
+	// lies in /tmp, a scratch place), and tmp as a scratch place.
+	var rules []spec.Rule
+	for _, r := range pol.Rules() {
+		if !spec.Under(root, r.Path) {
+			rules = append(rules, r)
+		}
+	}
+	rules = append(rules, spec.Rule{Path: tmp, Access: spec.Scratch})
 	for target, ok := range map[string]bool{
-		"dotfiles/bashrc":   true,  // a dotfiles folder outside DIR
-		"plain/rc":          true,
-		"proj/dots/bashrc":  false, // in DIR
-		"dotfiles/via-proj": false, // through a link in DIR, to a key
-		"dots-dir/bashrc":   false, // through a folder link, into DIR
-		".ssh/id_test":      false, // a home secret
-		"keys/id_other":     false, // a secret by name
+		"dotfiles/bashrc":      true, // a dotfiles folder outside DIR
+		"plain/hm_.bashrc":     true,
+		"plain/rc.sh":          false, // not named like ~/.bashrc
+		"proj/dots/bashrc":     false, // in DIR
+		"dotfiles/via-proj":    false, // through a link in DIR, to a key
+		"dots-dir/bashrc":      false, // through a folder link, into DIR
+		".ssh/id_test":         false, // a home secret
+		".aws/bashrc":          false, // one behind a link
+		"keys/id_bashrc":       false, // a secret by name
+		"../tmp/bashrc":        false, // through a scratch place
+		"dotfiles/bashrc/../x": false, // past a file: ENOTDIR, as the kernel says
 	} {
 		rc := filepath.Join(home, ".bashrc")
 		os.Remove(rc)
 		os.Symlink(filepath.Join(home, target), rc)
 		real, links, err := resolve(rc)
+		want, werr := filepath.EvalSymlinks(rc)
 		if err != nil {
-			t.Fatalf("%s: %v", target, err)
+			if ok || werr == nil {
+				t.Errorf("%s: %v (EvalSymlinks: %s, %v)", target, err, want, werr)
+			}
+			continue
 		}
-		want, _ := filepath.EvalSymlinks(rc)
 		if real != want {
 			t.Errorf("%s: resolved to %s, EvalSymlinks to %s", target, real, want)
 		}
-		if why := untrusted(pol, real, links); (why == "") != ok {
+		if why := untrusted(pol, rules, ".bashrc", real, links); (why == "") != ok {
 			t.Errorf("~/.bashrc -> %s (links %v): untrusted %q, want copied %v", target, links, why, ok)
 		}
 	}
