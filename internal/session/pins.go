@@ -105,6 +105,21 @@ func sweep(cgMount string, warn warner) {
 	}
 }
 
+// holdFolder locks the session's folder path for as long as it lives
+// (the process's end lets go): sweepTmp leaves a locked folder alone. It
+// returns the release.
+func holdFolder(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	unix.Flock(fd, unix.LOCK_SH)
+	return func() { unix.Close(fd) }
+}
+
 // sweepTmp removes the private TMPDIRs (and the shell files' copies) in
 // tmp of sessions whose agent-lock is gone, as the user who owns each
 // (what the agent left there is theirs); without root, only this user's.
@@ -125,7 +140,20 @@ func sweepTmp(tmp string, warn warner) {
 		if me := os.Geteuid(); me != 0 && int(st.Uid) != me {
 			continue // another user's, without root: theirs to sweep
 		}
-		if err := asuser.RemoveAll(asuser.ID{UID: st.Uid, GID: st.Gid}, path); err != nil {
+		// Its session's lock (holdFolder): a pid is this namespace's, and
+		// a run in another PID namespace sharing this /tmp (a container,
+		// a sandbox) must not take a live session's folder for a dead one.
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			unix.Close(fd)
+			continue
+		}
+		err = asuser.RemoveAll(asuser.ID{UID: st.Uid, GID: st.Gid}, path)
+		unix.Close(fd)
+		if err != nil {
 			warn("the TMPDIR %s of agent-lock %d, which was killed: %v", path, pid, err)
 			continue
 		}

@@ -129,6 +129,7 @@ func (r *run) open(ctx context.Context) error {
 	// As the user: what the agent left in it is the user's, and a root
 	// removal would be root acting in a tree the agent shaped.
 	r.later(func() { asuser.RemoveAll(agent.ID(), tmp) })
+	r.later(holdFolder(tmp))
 
 	ttys, ttyNames := terminals()
 	if o.Terminal != nil {
@@ -144,6 +145,7 @@ func (r *run) open(ctx context.Context) error {
 	view, rcDir := shellSetup(agent, &r.pol, warn)
 	r.view = view
 	r.later(func() { os.RemoveAll(rcDir) })
+	r.later(holdFolder(rcDir))
 	if o.Alone {
 		// Its mounts need root here: the cell's first process makes
 		// them, in a user namespace of its own.
