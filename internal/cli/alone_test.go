@@ -272,7 +272,7 @@ exit 3
 	sandboxed.Env = append(sandboxed.Env, "AGENT_LOCK_SOCKET="+sock)
 	sandboxed.Path, sandboxed.Args = "/usr/bin/setpriv", append([]string{"setpriv", "--no-new-privs", bin}, sandboxed.Args[1:]...)
 	out, err = sandboxed.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "runs under no_new_privs") || !strings.Contains(string(out), "Landlock alone jails the agent") ||
+	if err != nil || !strings.Contains(string(out), "runs in an agent-lock cell or another sandbox (no_new_privs)") || !strings.Contains(string(out), "Landlock alone jails the agent") ||
 		!strings.Contains(string(out), "secret=1\n") || strings.Contains(string(out), "the-secret") {
 		t.Errorf("agent-lock under no_new_privs, the daemon up: not jailed alone, or not said (%v):\n%s", err, out)
 	}

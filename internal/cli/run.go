@@ -37,7 +37,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		// container run so): one could ask it for a cell of its own
 		// choosing. Landlock alone can only narrow that sandbox.
 		if sandboxed, _ := session.InCell(os.Getpid()); sandboxed {
-			fmt.Fprintln(stderr, "agent-lock: this process runs under no_new_privs (in an agent-lock cell or another sandbox), which the daemon serves no session: Landlock alone jails the agent, inside that sandbox")
+			fmt.Fprintln(stderr, "agent-lock: this process runs in an agent-lock cell or another sandbox (no_new_privs), which the daemon serves no session: Landlock alone jails the agent, inside it")
 		} else if _, err := daemon.Ping(daemon.SocketPath()); !errors.Is(err, daemon.ErrNoDaemon) {
 			return viaDaemon(ctx, o, stdout, stderr)
 		}

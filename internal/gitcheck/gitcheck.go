@@ -95,8 +95,9 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 		// them either.
 		hits, err := dirscan.Named(asuser.ID{UID: c.UID, GID: c.GID, Groups: c.Groups}, root, ".git", nil)
 		if err != nil {
-			c.out = append(c.out, Finding{Path: root, Why: "its repositories could not be looked for", Err: err})
-			continue
+			// No threads of the user's: one walk on this one, which
+			// acts as the user already.
+			hits = walk(root)
 		}
 		for _, h := range hits {
 			switch {
@@ -108,6 +109,23 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 		}
 	}
 	return c.out
+}
+
+// walk finds the .git entries below root as dirscan.Named does, on the
+// calling thread.
+func walk(root string) []dirscan.Hit {
+	var hits []dirscan.Hit
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != ".git" || p == root {
+			return nil
+		}
+		hits = append(hits, dirscan.Hit{Path: p, Dir: d.IsDir(), Regular: d.Type().IsRegular()})
+		if d.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return hits
 }
 
 // made says whether the jail made the entry at p (not following it).

@@ -29,7 +29,7 @@ func TestGitEntries(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "sub/.git"), []byte("gitdir: ../.git/modules/lib/m\n"), 0o644)
 
-	entries, more, err := gitEntries(asuser.ID{}, dir)
+	entries, more, err := gitEntries(self(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestGrantRoots(t *testing.T) {
 			t.Errorf("%s is kept: not a writable grant of the user's", p)
 		}
 	}
-	nested, _, err := gitEntries(asuser.ID{}, other, dir, other)
+	nested, _, err := gitEntries(self(), other, dir, other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,4 +176,9 @@ func TestGrantRoots(t *testing.T) {
 	}) {
 		t.Errorf("the nested repository's config is not kept: %v", nested)
 	}
+}
+
+// self is this process's user, as whom the tests read.
+func self() asuser.ID {
+	return asuser.ID{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
 }

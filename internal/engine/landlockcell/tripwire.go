@@ -336,15 +336,19 @@ func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, wa
 	for _, root := range t.roots {
 		var nested []tripwire.Entry
 		var more int
+		var scanErr error
 		err := asuser.Do(id, func() error {
-			var err error
-			if nested, more, err = gitEntries(id, root, t.roots...); err != nil {
-				return err
+			if nested, more, scanErr = gitEntries(id, root, t.roots...); scanErr != nil {
+				return nil
 			}
 			maps.Copy(t.gitDirs, gitDirInodes(root, nested))
-			_, err = os.Lstat(filepath.Join(root, ".git"))
+			_, err := os.Lstat(filepath.Join(root, ".git"))
 			return err
 		})
+		if scanErr != nil {
+			// The repositories below root would go unkept.
+			return nil, fmt.Errorf("look for git's files below %s: %w", root, scanErr)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			entries = slices.DeleteFunc(entries, func(e tripwire.Entry) bool {
 				return e.Root == root && strings.HasPrefix(e.Path, ".git/")
