@@ -220,6 +220,10 @@ func untrusted(pol policy.Policy, rules []spec.Rule, name, real string, links []
 var (
 	assignment = regexp.MustCompile(`(?:^|[\s;&|('"` + "`" + `])(?:export\s+|declare\s+-\w+\s+|typeset\s+-\w+\s+|readonly\s+|local\s+)*([A-Za-z_][A-Za-z0-9_]*)\+?=`)
 	fishSet    = regexp.MustCompile(`^\s*set\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)\s`)
+	// printf -v NAME ... and read NAME (from a here-string or -document).
+	printfV = regexp.MustCompile(`(?:^|[\s;&|(])printf\s+-v\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
+	readVar = regexp.MustCompile(`(?:^|[\s;&|(])read\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)\s*(?:<<|$)`)
+	hereDoc = regexp.MustCompile(`(?:^|[^<])<<-?\s*['"]?([A-Za-z_][A-Za-z0-9_]*)['"]?`) // not a here-string (<<<)
 )
 
 // scrubRC returns content without the lines that assign a secret-looking
@@ -236,8 +240,10 @@ func scrubRC(content string) (string, []string) {
 		for _, m := range assignment.FindAllStringSubmatch(line, -1) {
 			names = append(names, m[1])
 		}
-		if m := fishSet.FindStringSubmatch(line); m != nil {
-			names = append(names, m[1])
+		for _, re := range []*regexp.Regexp{fishSet, printfV, readVar} {
+			if m := re.FindStringSubmatch(line); m != nil {
+				names = append(names, m[1])
+			}
 		}
 		secret := ""
 		for _, n := range names {
@@ -256,6 +262,21 @@ func scrubRC(content string) (string, []string) {
 		for unclosed(line) && i+1 < len(lines) {
 			i++
 			line += lines[i]
+		}
+		// A here-document's body holds the value: dropped through its
+		// delimiter (indented, after <<-).
+		if m := hereDoc.FindStringSubmatch(line); m != nil {
+			for i+1 < len(lines) {
+				i++
+				if strings.TrimSpace(lines[i]) == m[1] {
+					break
+				}
+			}
+			// And what closes a $( the document was in.
+			for depth := strings.Count(line, "(") - strings.Count(line, ")"); depth > 0 && i+1 < len(lines); {
+				i++
+				depth += strings.Count(lines[i], "(") - strings.Count(lines[i], ")")
+			}
 		}
 		fmt.Fprintf(&out, ": # agent-lock: the assignment of %s is withheld from the agent\n", secret)
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,27 +30,39 @@ set -gx ANTHROPIC_API_KEY secret5
 export THEME=dark TOKEN_LIMIT=10
 alias gh='GH_TOKEN=secret6 gh'
 eval "NPM_TOKEN=secret7 npm publish"
+export HF_TOKEN=$(cat <<'END'
+secret8
+END
+)
+printf -v SLACK_TOKEN '%s' secret9
+read -r STRIPE_SECRET_KEY <<< secret10
+export AFTER=kept
 `
 	out, withheld := scrubRC(in)
-	for _, s := range []string{"secret1", "secret2", "secret3", "secret4", "secret5", "secret6", "secret7"} {
+	for _, s := range []string{"secret1", "secret2", "secret3", "secret4", "secret5", "secret6", "secret7", "secret8", "secret9", "secret10"} {
 		if strings.Contains(out, s) {
 			t.Errorf("%s left in the copy:\n%s", s, out)
 		}
 	}
-	for _, keep := range []string{`export PATH="$HOME/.local/bin:$PATH"`, "alias ll='ls -l'", "greet() { echo hi; }", "EDITOR=vim", "export THEME=dark TOKEN_LIMIT=10", "# my setup"} {
+	for _, keep := range []string{`export PATH="$HOME/.local/bin:$PATH"`, "alias ll='ls -l'", "greet() { echo hi; }", "EDITOR=vim", "export THEME=dark TOKEN_LIMIT=10", "# my setup", "export AFTER=kept"} {
 		if !strings.Contains(out, keep+"\n") {
 			t.Errorf("%q lost:\n%s", keep, out)
 		}
 	}
-	want := []string{"GITHUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "ANTHROPIC_API_KEY", "GH_TOKEN", "NPM_TOKEN"}
+	want := []string{"GITHUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "ANTHROPIC_API_KEY", "GH_TOKEN", "NPM_TOKEN", "HF_TOKEN", "SLACK_TOKEN", "STRIPE_SECRET_KEY"}
 	if !slices.Equal(withheld, want) {
 		t.Errorf("withheld %v, want %v", withheld, want)
 	}
 	if n := strings.Count(out, "withheld from the agent"); n != len(want) {
 		t.Errorf("%d comments for %d withheld:\n%s", n, len(want), out)
 	}
-	if got := strings.Count(out, "\n"); got != strings.Count(in, "\n")-1 {
-		t.Errorf("%d lines, want %d (the multi-line value is one comment):\n%s", got, strings.Count(in, "\n")-1, out)
+	// The multi-line value (2 lines) and the here-document in $( ) (4) are
+	// one comment each.
+	if got := strings.Count(out, "\n"); got != strings.Count(in, "\n")-4 {
+		t.Errorf("%d lines, want %d (each multi-line value is one comment):\n%s", got, strings.Count(in, "\n")-4, out)
+	}
+	if err := exec.Command("bash", "-n", "-c", out).Run(); err != nil {
+		t.Errorf("the copy is not valid shell (%v):\n%s", err, out)
 	}
 }
 
