@@ -87,12 +87,12 @@ func bindOver(src, target string) error {
 // them to the cell read-only (each file itself: the copy is mounted over
 // the original, and Landlock's walk from a mount's root goes on from where
 // it is mounted, not from where the copy lies) and returns the view that
-// mounts them, with the folder to remove when the session ends.
-func shellSetup(a Agent, p *policy.Policy, warn warner) (agentView, string) {
-	dir, copies, err := shellRCCopies(a, *p, warn)
+// mounts them, with what removes them when the session ends.
+func shellSetup(a Agent, p *policy.Policy, warn warner) (agentView, func()) {
+	copies, remove, err := shellRCCopies(a, *p, warn)
 	if err != nil {
 		warn("%v; the agent's shells are refused your shell setup", err)
-		return agentView{}, ""
+		return agentView{}, func() {}
 	}
 	profiled := maps.Clone(p.Profiled)
 	if profiled == nil {
@@ -106,5 +106,5 @@ func shellSetup(a Agent, p *policy.Policy, warn warner) (agentView, string) {
 		}
 	}
 	p.Profiled = profiled
-	return agentView{rc: copies}, dir
+	return agentView{rc: copies}, remove
 }

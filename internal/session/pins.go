@@ -116,7 +116,11 @@ func holdFolder(path string) func() {
 	if err != nil {
 		return func() {}
 	}
-	unix.Flock(fd, unix.LOCK_SH)
+	// Never waiting: a folder another holds exclusively (a sweep about
+	// to remove it, or someone who could open it) must not stall the
+	// start. Unheld, it is only exposed to a sweep from another PID
+	// namespace.
+	unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
 	return func() { unix.Close(fd) }
 }
 

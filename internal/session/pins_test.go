@@ -26,8 +26,8 @@ func TestSessionPID(t *testing.T) {
 // left while its session holds it, and swept once it does not.
 func TestSweepLeavesHeldFolders(t *testing.T) {
 	tmp := t.TempDir()
-	dir := filepath.Join(tmp, scratchPrefix+"4194303-x") // above any pid_max: never alive here
-	rc := filepath.Join(tmp, scratchPrefix+"4194303"+rcSuffix+"y")
+	dir := filepath.Join(tmp, scratchPrefix+"4194304-x") // PID_MAX_LIMIT: never a pid
+	rc := filepath.Join(tmp, scratchPrefix+"4194304"+rcSuffix+"y")
 	for _, d := range []string{dir, rc} {
 		if err := os.MkdirAll(filepath.Join(d, "work"), 0o755); err != nil {
 			t.Fatal(err)

@@ -128,8 +128,8 @@ func (r *run) open(ctx context.Context) error {
 	}
 	// As the user: what the agent left in it is the user's, and a root
 	// removal would be root acting in a tree the agent shaped.
+	r.later(holdFolder(tmp)) // let go after the removal (later runs last first)
 	r.later(func() { asuser.RemoveAll(agent.ID(), tmp) })
-	r.later(holdFolder(tmp))
 
 	ttys, ttyNames := terminals()
 	if o.Terminal != nil {
@@ -142,10 +142,9 @@ func (r *run) open(ctx context.Context) error {
 		User: agent.ID(), BestEffort: o.BestEffort, AllowUnix: o.AllowUnix}
 	r.pol = r.plan.Policy
 	r.pol.TmpDir = tmp
-	view, rcDir := shellSetup(agent, &r.pol, warn)
+	view, removeCopies := shellSetup(agent, &r.pol, warn)
 	r.view = view
-	r.later(func() { os.RemoveAll(rcDir) })
-	r.later(holdFolder(rcDir))
+	r.later(removeCopies)
 	if o.Alone {
 		// Its mounts need root here: the cell's first process makes
 		// them, in a user namespace of its own.

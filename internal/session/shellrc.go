@@ -52,20 +52,31 @@ type rcCopy struct {
 // go, never where only root may); the copies are what the agent's shells
 // read instead (mountns.go puts them over the originals in the agent's
 // view), granted read-only, so the agent cannot write them either.
-func shellRCCopies(a Agent, pol policy.Policy, warn warner) (dir string, copies []rcCopy, err error) {
+func shellRCCopies(a Agent, pol policy.Policy, warn warner) (copies []rcCopy, remove func(), err error) {
 	// Named after this process, as its TMPDIR is: should it be killed,
 	// the next run's sweep (sweepTmp) removes the folder.
-	dir, err = os.MkdirTemp("", scratchPrefix+strconv.Itoa(os.Getpid())+rcSuffix)
+	dir, err := os.MkdirTemp("", scratchPrefix+strconv.Itoa(os.Getpid())+rcSuffix)
 	if err != nil {
-		return "", nil, fmt.Errorf("shell setup copies: %w", err)
+		return nil, nil, fmt.Errorf("shell setup copies: %w", err)
 	}
+	// Searchable, not readable, by others: the user resolves the copies'
+	// paths, and no one else may open the folder (and lock it: a sweep
+	// leaves a folder its session holds).
+	os.Chmod(dir, 0o711)
+	release := holdFolder(dir)
+	remove = func() { os.RemoveAll(dir); release() }
 	// Its real path: the cell's init binds the copies without following
 	// a link (a TMPDIR may lie behind one).
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
-	os.Chmod(dir, 0o755)
-	rules := pol.Rules()
+	// The cell's rules, as the user resolves them (their paths are the
+	// user's to follow).
+	var rules []spec.Rule
+	if err := asuser.Do(a.ID(), func() error { rules = pol.Rules(); return nil }); err != nil {
+		remove()
+		return nil, nil, fmt.Errorf("shell setup copies: %w", err)
+	}
 	for _, name := range ShellRC {
 		p := filepath.Join(a.Home, name)
 		var content []byte
@@ -106,23 +117,44 @@ func shellRCCopies(a Agent, pol policy.Policy, warn warner) (dir string, copies 
 		// Readable by the user alone: the folder is searchable by all
 		// (the user resolves the copy's path for the cell's rules).
 		if err := os.WriteFile(cp, []byte(scrubbed), 0o600); err != nil {
-			os.RemoveAll(dir)
-			return "", nil, fmt.Errorf("shell setup copies: %w", err)
+			remove()
+			return nil, nil, fmt.Errorf("shell setup copies: %w", err)
 		}
 		// The user's, as the original is: the file's own permissions let
 		// the agent try to write it, so that the cell is what refuses, and
 		// reports it (the BPF LSM sees no open the permissions refused).
 		// Only the user and root may write it; the folder is root's.
 		if err := os.Chown(cp, int(a.UID), int(a.GID)); err != nil {
-			os.RemoveAll(dir)
-			return "", nil, fmt.Errorf("shell setup copies: %w", err)
+			remove()
+			return nil, nil, fmt.Errorf("shell setup copies: %w", err)
 		}
 		copies = append(copies, rcCopy{Copy: cp, Target: real, Name: "~/" + name, Withheld: withheld})
 	}
-	return dir, copies, nil
+	return copies, remove, nil
 }
 
 var errUntrusted = errors.New("not copied")
+
+// shellFileName says whether a file's name is a shell file's, as dotfile
+// managers name them: .bashrc, bashrc, dot-bashrc, dot_bashrc (stow,
+// chezmoi), HASH-hm_.bashrc (home-manager), bashrc.sh, bashrc.symlink;
+// .bash_profile may lead to .profile. Not bashrc.secrets or .zshrc.local,
+// where people keep what their dotfiles repository must not hold.
+func shellFileName(base string) bool {
+	if i := strings.LastIndex(base, "hm_"); i >= 0 {
+		base = base[i+len("hm_"):]
+	}
+	base = strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(base, "dot-"), "dot_"), ".")
+	for _, suffix := range []string{".sh", ".bash", ".zsh", ".symlink"} {
+		base = strings.TrimSuffix(base, suffix)
+	}
+	for _, n := range ShellRC {
+		if base == strings.TrimPrefix(n, ".") {
+			return true
+		}
+	}
+	return base == "aliases" // ~/.bash_aliases -> dotfiles/aliases
+}
 
 // resolve follows every symlink on path's way (absolute, clean), folders'
 // included, as the kernel does, and returns the real path with the links
@@ -133,11 +165,11 @@ func resolve(path string) (real string, links []string, err error) {
 	for n := 0; len(rest) > 0; {
 		c := rest[0]
 		rest = rest[1:]
+		if !dir { // anything past a file, "" and "." too (a trailing slash)
+			return "", nil, fmt.Errorf("%s: %w", cur, unix.ENOTDIR)
+		}
 		if c == "" || c == "." {
 			continue
-		}
-		if !dir {
-			return "", nil, fmt.Errorf("%s: %w", cur, unix.ENOTDIR)
 		}
 		next := filepath.Join(cur, c) // ".." of a real folder: its parent
 		fi, err := os.Lstat(next)
@@ -182,7 +214,14 @@ func untrusted(pol policy.Policy, rules []spec.Rule, name, real string, links []
 			return true
 		}
 		for _, r := range rules {
-			if r.Access&(spec.Write|spec.Scratch) != 0 && spec.Under(p, r.Path) {
+			if r.Access&(spec.Write|spec.Scratch) == 0 {
+				continue
+			}
+			// A file granted by name: its siblings NAME.* too (a save's
+			// temporary file).
+			sibling := r.Access&spec.Named != 0 && filepath.Dir(p) == filepath.Dir(r.Path) &&
+				strings.HasPrefix(filepath.Base(p), filepath.Base(r.Path)+".")
+			if spec.Under(p, r.Path) || sibling {
 				return true
 			}
 		}
@@ -196,8 +235,8 @@ func untrusted(pol policy.Policy, rules []spec.Rule, name, real string, links []
 	if writable(real) {
 		return "is " + real + ", which the agent may change"
 	}
-	if want := strings.TrimPrefix(name, "."); !strings.Contains(filepath.Base(real), want) {
-		return "leads to " + real + ", not named like it (" + want + ")"
+	if !shellFileName(filepath.Base(real)) {
+		return "leads to " + real + ", which is not named like a shell file (" + strings.Join(ShellRC, ", ") + ")"
 	}
 	for _, d := range pol.Denied() {
 		resolved, err := filepath.EvalSymlinks(d.Path)

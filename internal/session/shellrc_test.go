@@ -80,7 +80,8 @@ func TestShellRCTrust(t *testing.T) {
 	}
 	os.MkdirAll(tmp, 0o755)
 	for _, f := range []string{".ssh/id_test", "dotfiles/bashrc", "keys/id_bashrc", "proj/dots/bashrc", "plain/hm_.bashrc",
-		"plain/rc.sh", "vault/aws/bashrc", "dotfiles/fifo-bashrc"} {
+		"plain/rc.sh", "plain/.profile", "plain/bashrc.secrets", "plain/bashrc", "plain/granted", "plain/granted.bashrc",
+		"vault/aws/bashrc"} {
 		os.WriteFile(filepath.Join(home, f), []byte("x\n"), 0o644)
 	}
 	os.Symlink(filepath.Join(home, ".ssh/id_test"), filepath.Join(proj, "link"))
@@ -97,11 +98,16 @@ func TestShellRCTrust(t *testing.T) {
 			rules = append(rules, r)
 		}
 	}
-	rules = append(rules, spec.Rule{Path: tmp, Access: spec.Scratch})
+	rules = append(rules, spec.Rule{Path: tmp, Access: spec.Scratch},
+		spec.Rule{Path: filepath.Join(home, "plain/granted"), Access: spec.Write | spec.Named})
 	for target, ok := range map[string]bool{
 		"dotfiles/bashrc":      true, // a dotfiles folder outside DIR
 		"plain/hm_.bashrc":     true,
-		"plain/rc.sh":          false, // not named like ~/.bashrc
+		"plain/rc.sh":          false, // not named like a shell file
+		"plain/.profile":       true,  // ~/.bashrc -> .profile, as ~/.bash_profile often does
+		"plain/bashrc.secrets": false, // where secrets are kept out of a dotfiles repository
+		"plain/bashrc/":        false, // a trailing slash past a file: ENOTDIR
+		"plain/granted.bashrc": false, // a sibling of a file granted by name
 		"proj/dots/bashrc":     false, // in DIR
 		"dotfiles/via-proj":    false, // through a link in DIR, to a key
 		"dots-dir/bashrc":      false, // through a folder link, into DIR
@@ -113,7 +119,7 @@ func TestShellRCTrust(t *testing.T) {
 	} {
 		rc := filepath.Join(home, ".bashrc")
 		os.Remove(rc)
-		os.Symlink(filepath.Join(home, target), rc)
+		os.Symlink(home+"/"+target, rc) // as written: a trailing slash kept
 		real, links, err := resolve(rc)
 		want, werr := filepath.EvalSymlinks(rc)
 		if err != nil {

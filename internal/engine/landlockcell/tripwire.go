@@ -345,6 +345,9 @@ func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, wa
 			_, err := os.Lstat(filepath.Join(root, ".git"))
 			return err
 		})
+		if scanErr == nil && err != nil && !errors.Is(err, fs.ErrNotExist) {
+			scanErr = err // not even acting as the user
+		}
 		if scanErr != nil {
 			// The repositories below root would go unkept.
 			return nil, fmt.Errorf("look for git's files below %s: %w", root, scanErr)
