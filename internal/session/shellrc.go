@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/policy"
-	"github.com/agent-lock/agent-lock/internal/secretenv"
 	"github.com/agent-lock/agent-lock/internal/spec"
 )
 
@@ -250,98 +248,6 @@ func untrusted(pol policy.Policy, rules []spec.Rule, name, real string, links []
 		}
 	}
 	return ""
-}
-
-// assignment finds a shell variable assignment at the start of a command
-// (one quoted in an alias or an eval included):
-// NAME=..., with export, declare -x, typeset, readonly or local before it,
-// or fish's set -x NAME.
-var (
-	assignment = regexp.MustCompile(`(?:^|[\s;&|('"` + "`" + `])(?:export\s+|declare\s+-\w+\s+|typeset\s+-\w+\s+|readonly\s+|local\s+)*([A-Za-z_][A-Za-z0-9_]*)\+?=`)
-	fishSet    = regexp.MustCompile(`^\s*set\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)\s`)
-	// printf -v NAME ... and read NAME (from a here-string or -document).
-	printfV = regexp.MustCompile(`(?:^|[\s;&|(])printf\s+-v\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
-	readVar = regexp.MustCompile(`(?:^|[\s;&|(])read\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)\s*(?:<<|$)`)
-	hereDoc = regexp.MustCompile(`(?:^|[^<])<<-?\s*['"]?([A-Za-z_][A-Za-z0-9_]*)['"]?`) // not a here-string (<<<)
-)
-
-// scrubRC returns content without the lines that assign a secret-looking
-// variable (and the lines a quoted value of theirs runs on to), each
-// replaced by a comment naming the variable, and the names withheld. The
-// rest (PATH, aliases, functions, options) is kept as the user wrote it.
-func scrubRC(content string) (string, []string) {
-	lines := strings.SplitAfter(content, "\n")
-	var out strings.Builder
-	var withheld []string
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		var names []string
-		for _, m := range assignment.FindAllStringSubmatch(line, -1) {
-			names = append(names, m[1])
-		}
-		for _, re := range []*regexp.Regexp{fishSet, printfV, readVar} {
-			if m := re.FindStringSubmatch(line); m != nil {
-				names = append(names, m[1])
-			}
-		}
-		secret := ""
-		for _, n := range names {
-			if secretenv.Secret(n) {
-				secret = n
-				break
-			}
-		}
-		if secret == "" {
-			out.WriteString(line)
-			continue
-		}
-		withheld = append(withheld, secret)
-		// A value in quotes may run on: drop lines until they close, and
-		// lines continued with a backslash.
-		for unclosed(line) && i+1 < len(lines) {
-			i++
-			line += lines[i]
-		}
-		// A here-document's body holds the value: dropped through its
-		// delimiter (indented, after <<-).
-		if m := hereDoc.FindStringSubmatch(line); m != nil {
-			for i+1 < len(lines) {
-				i++
-				if strings.TrimSpace(lines[i]) == m[1] {
-					break
-				}
-			}
-			// And what closes a $( the document was in.
-			for depth := strings.Count(line, "(") - strings.Count(line, ")"); depth > 0 && i+1 < len(lines); {
-				i++
-				depth += strings.Count(lines[i], "(") - strings.Count(lines[i], ")")
-			}
-		}
-		fmt.Fprintf(&out, ": # agent-lock: the assignment of %s is withheld from the agent\n", secret)
-	}
-	return out.String(), withheld
-}
-
-// unclosed says the text leaves a quote open or ends with a continuation.
-func unclosed(s string) bool {
-	var q byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case q == 0 && c == '#' && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t'):
-			// A comment: the rest of the line does not count.
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-		case c == '\\' && q != '\'' && i+1 < len(s):
-			i++
-		case q == 0 && (c == '\'' || c == '"'):
-			q = c
-		case c == q:
-			q = 0
-		}
-	}
-	return q != 0 || strings.HasSuffix(strings.TrimRight(s, "\n"), "\\")
 }
 
 // noFollow opens path for mounting over, refusing symlinks anywhere in it:

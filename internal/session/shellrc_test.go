@@ -136,3 +136,37 @@ func TestShellRCTrust(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubRCHereDocuments: a secret's statement leaves the copy with its
+// here-documents and the $( ) they sit in, whatever their form, and the
+// rest of the file stays, valid shell; a here-document of a line that
+// assigns no secret is text, kept but for its lines that do.
+func TestScrubRCHereDocuments(t *testing.T) {
+	const after = "export AFTER=kept\n"
+	for _, in := range []string{
+		"export GITHUB_TOKEN=$(cat <<\\EOF\nsecret1\nEOF\n)\n",
+		"export GITHUB_TOKEN=$(\ncat <<EOF\nsecret1\nEOF\n)\n",
+		"read -r GITHUB_TOKEN <<EOF\n  EOF\nsecret1\nEOF\n",
+		"export GITHUB_TOKEN=\"$(cat <<EOF\nsecret1\nEOF\n)\"\n",
+		"export GITHUB_TOKEN=$(cat <<END-OF-TOKEN\nsecret1\nEND-OF-TOKEN\n)\n",
+		"export GITHUB_TOKEN=$(cat <<-'EOF'\n\tsecret1\n\tEOF\n)\n",
+		"export DB_PASSWORD='p<<ss secret1'\n",
+		"export GITHUB_TOKEN=$(cat ~/.tok # (comment\n) # (another secret1\n",
+		"read -r USER_NAME GITHUB_TOKEN <<< \"me secret1\"\n",
+		"printf -v \"NPM_TOKEN\" '%s' secret1\n",
+		"read -r -p \"tok: \" OPENAI_API_KEY\n",
+	} {
+		out, withheld := scrubRC(in + after)
+		if strings.Contains(out, "secret1") || len(withheld) != 1 || !strings.HasSuffix(out, after) {
+			t.Errorf("%q: copied as %q (withheld %v)", in, out, withheld)
+		}
+		if b, err := exec.Command("bash", "-n", "-c", out).CombinedOutput(); err != nil || len(b) > 0 {
+			t.Errorf("%q: the copy %q is not valid shell: %v %s", in, out, err, b)
+		}
+	}
+	in := "cat > ~/.npmrc <<EOF\nregistry=x\nNPM_TOKEN=don't\nEOF\n" + after
+	out, withheld := scrubRC(in)
+	if strings.Contains(out, "don't") || !strings.Contains(out, "registry=x\n") || !strings.HasSuffix(out, "EOF\n"+after) || len(withheld) != 1 {
+		t.Errorf("a document of a line with no secret: %q (withheld %v)", out, withheld)
+	}
+}
