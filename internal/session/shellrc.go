@@ -68,10 +68,10 @@ func shellRCCopies(a Agent, pol policy.Policy, warn warner) (copies []rcCopy, re
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
-	// The cell's rules, as the user resolves them (their paths are the
-	// user's to follow).
-	var rules []spec.Rule
-	if err := asuser.Do(a.ID(), func() error { rules = pol.Rules(); return nil }); err != nil {
+	// What decides, as the user resolves it (the paths are the user's
+	// to follow).
+	var trust rcTrust
+	if err := asuser.Do(a.ID(), func() error { trust = newRCTrust(pol); return nil }); err != nil {
 		remove()
 		return nil, nil, fmt.Errorf("shell setup copies: %w", err)
 	}
@@ -84,7 +84,7 @@ func shellRCCopies(a Agent, pol policy.Policy, warn warner) (copies []rcCopy, re
 			if err != nil {
 				return err
 			}
-			if why := untrusted(pol, rules, name, r, hops); why != "" {
+			if why := trust.untrusted(r, hops); why != "" {
 				warn("~/%s %s: not copied for the agent, whose shells are refused it", name, why)
 				return errUntrusted
 			}
@@ -194,19 +194,37 @@ func resolve(path string) (real string, links []string, err error) {
 	return cur, links, nil
 }
 
-// untrusted says why the shell file name (".bashrc"), which resolves to
-// real through links, must not be copied for the agent ("" if it may).
-// The copy is the agent's to read, so an agent that could point the file
-// elsewhere would read what it points at: no link on the way and not the
-// file may lie where this session's agent may write (a dotfiles
-// repository as DIR), the file must be named like the shell file it
-// stands for (a link planted by an earlier session, with other grants,
-// reaches only files so named: bashrc, .bashrc, hm_.bashrc), and no
+// rcTrust is what decides which shell files may be copied for the agent
+// (untrusted): the policy, the cell's rules (the scratch places and a
+// linked worktree's git folders are writable too) and the denied trees,
+// each also by its real path (~/.aws -> vault/aws). Read once a session.
+type rcTrust struct {
+	pol    policy.Policy
+	rules  []spec.Rule
+	denied []policy.Denial
+}
+
+func newRCTrust(pol policy.Policy) rcTrust {
+	t := rcTrust{pol: pol, rules: pol.Rules()}
+	for _, d := range pol.Denied() {
+		t.denied = append(t.denied, d)
+		if r, err := filepath.EvalSymlinks(d.Path); err == nil && r != d.Path {
+			t.denied = append(t.denied, policy.Denial{Path: r, Name: d.Name})
+		}
+	}
+	return t
+}
+
+// untrusted says why a shell file, which resolves to real through links,
+// must not be copied for the agent ("" if it may). The copy is the
+// agent's to read, so an agent that could point the file elsewhere would
+// read what it points at: no link on the way and not the file may lie
+// where this session's agent may write (a dotfiles repository as DIR),
+// the file must be named as a shell file (a link planted by an earlier
+// session, with other grants, reaches only files so named), and no
 // secret the cell refuses.
-//
-// rules are the cell's (pol.Rules()): the scratch places and a linked
-// worktree's git folders are writable too.
-func untrusted(pol policy.Policy, rules []spec.Rule, name, real string, links []string) string {
+func (t rcTrust) untrusted(real string, links []string) string {
+	pol, rules := t.pol, t.rules
 	writable := func(p string) bool {
 		if pol.Writable(p) {
 			return true
@@ -236,9 +254,8 @@ func untrusted(pol policy.Policy, rules []spec.Rule, name, real string, links []
 	if !shellFileName(filepath.Base(real)) {
 		return "leads to " + real + ", which is not named like a shell file (" + strings.Join(ShellRC, ", ") + ")"
 	}
-	for _, d := range pol.Denied() {
-		resolved, err := filepath.EvalSymlinks(d.Path)
-		if spec.Under(real, d.Path) || (err == nil && spec.Under(real, resolved)) {
+	for _, d := range t.denied {
+		if spec.Under(real, d.Path) {
 			return "leads to " + real + ", which the cell refuses (" + d.Name + ")"
 		}
 	}

@@ -92,14 +92,16 @@ func TestShellRCTrust(t *testing.T) {
 	pol := policy.Policy{Dir: proj, Home: home, TmpDir: filepath.Join(root, "private-tmp")}
 	// The cell's rules, less those over the test's own folder (t.TempDir
 	// lies in /tmp, a scratch place), and tmp as a scratch place.
+	trust := newRCTrust(pol)
 	var rules []spec.Rule
-	for _, r := range pol.Rules() {
+	for _, r := range trust.rules {
 		if !spec.Under(root, r.Path) {
 			rules = append(rules, r)
 		}
 	}
 	rules = append(rules, spec.Rule{Path: tmp, Access: spec.Scratch},
 		spec.Rule{Path: filepath.Join(home, "plain/granted"), Access: spec.Write | spec.Named})
+	trust.rules = rules
 	for target, ok := range map[string]bool{
 		"dotfiles/bashrc":      true, // a dotfiles folder outside DIR
 		"plain/hm_.bashrc":     true,
@@ -131,7 +133,7 @@ func TestShellRCTrust(t *testing.T) {
 		if real != want {
 			t.Errorf("%s: resolved to %s, EvalSymlinks to %s", target, real, want)
 		}
-		if why := untrusted(pol, rules, ".bashrc", real, links); (why == "") != ok {
+		if why := trust.untrusted(real, links); (why == "") != ok {
 			t.Errorf("~/.bashrc -> %s (links %v): untrusted %q, want copied %v", target, links, why, ok)
 		}
 	}
