@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // TestNamedFindsWhatAWalkFinds: on a tree of many folders, Named finds
@@ -73,9 +74,7 @@ func TestNamedReadsAsTheUser(t *testing.T) {
 		t.Skip("needs root to act as another user")
 	}
 	const uid, gid = 4242, 4242
-	root := t.TempDir()
-	os.Chmod(filepath.Dir(root), 0o755)
-	os.Chmod(root, 0o755)
+	root, _ := testenv.ProjectDir(t, uid) // a root the user can reach
 	for i := range 64 {
 		open := filepath.Join(root, fmt.Sprintf("open%02d/.git", i))
 		locked := filepath.Join(root, fmt.Sprintf("locked%02d", i))

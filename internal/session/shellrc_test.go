@@ -149,6 +149,7 @@ func TestScrubRCHereDocuments(t *testing.T) {
 		"export GITHUB_TOKEN=$(cat <<\\EOF\nsecret1\nEOF\n)\n",
 		"export GITHUB_TOKEN=$(\ncat <<EOF\nsecret1\nEOF\n)\n",
 		"read -r GITHUB_TOKEN <<EOF\n  EOF\nsecret1\nEOF\n",
+		"read -r GITHUB_TOKEN <<EOF\n\tEOF\nsecret1\nEOF\n", // tabs end only a <<- document
 		"export GITHUB_TOKEN=\"$(cat <<EOF\nsecret1\nEOF\n)\"\n",
 		"export GITHUB_TOKEN=$(cat <<END-OF-TOKEN\nsecret1\nEND-OF-TOKEN\n)\n",
 		"export GITHUB_TOKEN=$(cat <<-'EOF'\n\tsecret1\n\tEOF\n)\n",
