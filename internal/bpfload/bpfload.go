@@ -25,6 +25,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
 )
 
 // Serial makes Collection cilium/ebpf's NewCollection, which loads one
@@ -56,6 +57,17 @@ func ResetPeak() { peak.Store(0) }
 // (CO-RE) read: the caller's, parsed already, or nil, and then parsed only
 // if a program needs it, once for all of them.
 func Collection(spec *ebpf.CollectionSpec, cache *btf.Cache) (*ebpf.Collection, error) {
+	return collection(spec, cache, false)
+}
+
+// Idle is Collection for a load nobody waits for (the daemon's spare): its
+// programs are verified on threads of the idle scheduling class, so that
+// the sessions starting meanwhile, and their agents, are not slowed by it.
+func Idle(spec *ebpf.CollectionSpec, cache *btf.Cache) (*ebpf.Collection, error) {
+	return collection(spec, cache, true)
+}
+
+func collection(spec *ebpf.CollectionSpec, cache *btf.Cache, idle bool) (*ebpf.Collection, error) {
 	if Serial || hasSpecialMaps(spec) {
 		return ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: cache})
 	}
@@ -93,6 +105,12 @@ func Collection(spec *ebpf.CollectionSpec, cache *btf.Cache) (*ebpf.Collection, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if idle {
+				// The thread is not given back: it ends with this
+				// goroutine, its class with it. Best effort.
+				runtime.LockOSThread()
+				unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
+			}
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(names) {

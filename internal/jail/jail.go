@@ -182,6 +182,9 @@ type Jail struct {
 	// loadWait is how long the start waited for the load (Begin): less
 	// than loadTime when the load ran beside the network's set-up.
 	loadWait time.Duration
+	// ahead says the programs were loaded before the cell asked (a
+	// daemon's spare, spare.go), attachedAhead that they came attached.
+	ahead, attachedAhead bool
 	// pins hold every granted root open, so that its inode, which the
 	// kernel's rule names by address (struct rule.inode), is not freed
 	// while the cell runs; LinkFiles passes duplicates to the reaper.
@@ -277,10 +280,23 @@ type Loading struct {
 
 // verified is what a load leaves for the attach.
 type verified struct {
+	key      loadKey
 	coll     *ebpf.Collection
 	sections map[string]string // each program's ELF section
-	rules    []Rule            // cfg.Rules in the kernel's terms
 	loadTime time.Duration
+	// ahead says the load was made before the cell asked (a spare);
+	// links are its programs' attachments, when it came attached.
+	ahead bool
+	links []link.Link
+}
+
+// close frees v's attachments and objects.
+func (v *verified) close() {
+	for _, l := range v.links {
+		l.Close()
+	}
+	v.links = nil
+	v.coll.Close()
 }
 
 // Begin loads and verifies cfg's programs in the background: the kernel's
@@ -288,9 +304,14 @@ type verified struct {
 // meanwhile. cfg.PinDir is Attach's.
 func Begin(cfg Config) *Loading {
 	l := &Loading{cfg: cfg, done: make(chan struct{})}
+	if v := takeAdopted(keyOf(cfg)); v != nil {
+		l.v = v
+		close(l.done)
+		return l
+	}
 	go func() {
 		defer close(l.done)
-		l.v, l.err = verify(cfg)
+		l.v, l.err = verify(keyOf(cfg), false)
 	}()
 	return l
 }
@@ -319,15 +340,24 @@ func (l *Loading) Abandon() {
 	l.claimed = true
 	<-l.done
 	if l.v != nil {
-		l.v.coll.Close()
+		l.v.close()
 	}
 }
 
-// verify loads cfg's programs, none attached.
-func verify(cfg Config) (*verified, error) {
-	if cfg.CgroupID == 0 {
-		return nil, errors.New("load jail: no cgroup")
-	}
+// loadKey is what a load depends on, the same for every cell it may
+// serve: the rest of a Config is written after the load (cellSettings).
+type loadKey struct {
+	Observe, OnlyFileOpen bool
+	SignalOwners          uint32
+}
+
+func keyOf(cfg Config) loadKey {
+	return loadKey{Observe: cfg.Observe, OnlyFileOpen: cfg.OnlyFileOpen, SignalOwners: cfg.SignalOwners}
+}
+
+// verify loads the programs for k, none attached and no cell written;
+// idle, at the idle scheduling class (bpfload.Idle).
+func verify(k loadKey, idle bool) (*verified, error) {
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK. Not
 	// cilium/ebpf's rlimit package: its init makes a bpf() call in every
 	// process of this binary, the Landlock engine's first jailed process
@@ -343,10 +373,10 @@ func verify(cfg Config) (*verified, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load jail spec: %w", err)
 	}
-	if cfg.SignalOwners > 0 {
-		spec.Maps["fowners"].MaxEntries = cfg.SignalOwners
+	if k.SignalOwners > 0 {
+		spec.Maps["fowners"].MaxEntries = k.SignalOwners
 	}
-	if cfg.Observe {
+	if k.Observe {
 		observeOnly(spec)
 		if err := mountTracefs(); err != nil {
 			return nil, err
@@ -362,7 +392,7 @@ func verify(cfg Config) (*verified, error) {
 		if err := fitToKernel(spec, kernelTypes); err != nil {
 			return nil, err
 		}
-		if cfg.OnlyFileOpen {
+		if k.OnlyFileOpen {
 			for name := range spec.Programs {
 				if name != "file_open" {
 					delete(spec.Programs, name)
@@ -370,72 +400,25 @@ func verify(cfg Config) (*verified, error) {
 			}
 		}
 	}
-	set := func(name string, v any) error {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return fmt.Errorf("load jail: no variable %s", name)
-		}
-		return vs.Set(v)
-	}
-	var ttys [4]uint32
-	copy(ttys[:], cfg.TTYs)
-	// The pattern count is read-only to the programs, so it is set before
-	// the load; the patterns themselves are written after it (below).
-	var patCount, patScopes uint32
-	for _, p := range cfg.Patterns {
-		if _, _, err := compilePattern(p.Glob); err != nil {
-			return nil, fmt.Errorf("load jail: %w", err)
-		}
-		patCount++
-		patScopes |= kernelScope(p.Scope)
-	}
-	if patCount > PatternMax {
-		return nil, fmt.Errorf("load jail: %d deny patterns, the kernel's table holds %d", patCount, PatternMax)
-	}
-	for _, e := range cfg.Protect {
-		if err := CheckProtected(e); err != nil {
-			return nil, fmt.Errorf("load jail: %w", err)
-		}
-	}
-	_, gitNames, _ := gitTable(cfg.Protect)
-	cfgRules := kernelRules(cfg.Rules)
-	var namedCount uint32
-	for _, r := range cfgRules {
-		if r.Flags&Named == 0 {
-			continue
-		}
-		if err := checkNamed(r); err != nil {
-			return nil, fmt.Errorf("load jail: %w", err)
-		}
-		namedCount++
-	}
-	if namedCount > NamedMax {
-		return nil, fmt.Errorf("load jail: %d files granted by name, the kernel's table holds %d; grant their folders instead", namedCount, NamedMax)
-	}
 	// The folders' walk cache (bpf/cache.h): its proof leans on x86's
 	// ordering of loads (the kernel's: an amd64 binary may run emulated
 	// elsewhere); elsewhere it is off, and so are the programs that count
 	// folder moves for it. The benchmark's file_open alone has no
 	// d_instantiate to drop a reused address's walk: off there too.
-	walkCache := !cfg.Observe && !cfg.OnlyFileOpen && kernelIsX86()
+	walkCache := !k.Observe && !k.OnlyFileOpen && kernelIsX86()
 	if !walkCache {
 		delete(spec.Programs, "move_started")
 		delete(spec.Programs, "move_done")
 	}
 	for name, v := range map[string]any{
-		"jail_cgroup_id":  cfg.CgroupID,
-		"audit_mode":      boolU32(cfg.Audit),
-		"stream_inbounds": boolU32(cfg.StreamInBounds || cfg.EveryInBounds),
-		"inb_gap_ns":      inbGap(cfg.EveryInBounds),
-		"tty_rdev":        ttys,
-		"pat_count":       patCount,
-		"pat_scopes":      patScopes,
-		"named_count":     namedCount,
-		"git_names":       gitNames,
-		"observe_only":    boolU32(cfg.Observe),
-		"walk_cache":      boolU32(walkCache),
+		"observe_only": boolU32(k.Observe),
+		"walk_cache":   boolU32(walkCache),
 	} {
-		if err := set(name, v); err != nil {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return nil, fmt.Errorf("load jail: no variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
 			return nil, fmt.Errorf("load jail: set %s: %w", name, err)
 		}
 	}
@@ -445,7 +428,11 @@ func verify(cfg Config) (*verified, error) {
 		sections[name] = p.SectionName
 	}
 	loading := time.Now()
-	coll, err := bpfload.Collection(spec, kernelTypes)
+	load := bpfload.Collection
+	if idle {
+		load = bpfload.Idle
+	}
+	coll, err := load(spec, kernelTypes)
 	loaded := time.Since(loading)
 	if err != nil {
 		var ve *ebpf.VerifierError
@@ -457,16 +444,78 @@ func verify(cfg Config) (*verified, error) {
 		}
 		return nil, fmt.Errorf("load jail objects: %w", err)
 	}
-	return &verified{coll: coll, sections: sections, rules: cfgRules, loadTime: loaded}, nil
+	return &verified{key: k, coll: coll, sections: sections, loadTime: loaded}, nil
+}
+
+// cellMap is the map of the cell's settings (bpf/maps.h: cell).
+const cellMap = ".data.cell"
+
+// cellSettings checks cfg and returns the cell's settings for the
+// programs, and its rules in the kernel's terms.
+func cellSettings(cfg Config) (jailCellSettings, []Rule, error) {
+	var c jailCellSettings
+	if cfg.CgroupID == 0 {
+		return c, nil, errors.New("load jail: no cgroup")
+	}
+	c.CgroupId = cfg.CgroupID
+	c.AuditMode = boolU32(cfg.Audit)
+	c.StreamInbounds = boolU32(cfg.StreamInBounds || cfg.EveryInBounds)
+	c.InbGapNs = inbGap(cfg.EveryInBounds)
+	copy(c.TtyRdev[:], cfg.TTYs)
+	for _, p := range cfg.Patterns {
+		if _, _, err := compilePattern(p.Glob); err != nil {
+			return c, nil, fmt.Errorf("load jail: %w", err)
+		}
+		c.PatCount++
+		c.PatScopes |= kernelScope(p.Scope)
+	}
+	if c.PatCount > PatternMax {
+		return c, nil, fmt.Errorf("load jail: %d deny patterns, the kernel's table holds %d", c.PatCount, PatternMax)
+	}
+	for _, e := range cfg.Protect {
+		if err := CheckProtected(e); err != nil {
+			return c, nil, fmt.Errorf("load jail: %w", err)
+		}
+	}
+	_, c.GitNames, _ = gitTable(cfg.Protect)
+	rules := kernelRules(cfg.Rules)
+	for _, r := range rules {
+		if r.Flags&Named == 0 {
+			continue
+		}
+		if err := checkNamed(r); err != nil {
+			return c, nil, fmt.Errorf("load jail: %w", err)
+		}
+		c.NamedCount++
+	}
+	if c.NamedCount > NamedMax {
+		return c, nil, fmt.Errorf("load jail: %d files granted by name, the kernel's table holds %d; grant their folders instead", c.NamedCount, NamedMax)
+	}
+	return c, rules, nil
 }
 
 // attach is the rest of a Load, once the kernel has verified v: waited is
 // how long the start waited for that.
 func (v *verified) attach(cfg Config, pinDir string, waited time.Duration) (*Jail, error) {
-	coll, sections, cfgRules := v.coll, v.sections, v.rules
-	j := &Jail{coll: coll, rules: map[uint32]string{}, loadTime: v.loadTime, loadWait: waited, warn: cfg.Warn}
+	coll, sections := v.coll, v.sections
+	j := &Jail{coll: coll, rules: map[uint32]string{}, loadTime: v.loadTime, loadWait: waited, ahead: v.ahead, warn: cfg.Warn}
 	if j.warn == nil {
 		j.warn = func(string, ...any) {}
+	}
+	if keyOf(cfg) != v.key {
+		j.Close()
+		return nil, fmt.Errorf("load jail: a load for %+v given a cell that needs %+v", v.key, keyOf(cfg))
+	}
+	settings, cfgRules, err := cellSettings(cfg)
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	// Before anything attaches: with no cell written, the programs jail
+	// no process.
+	if err := coll.Maps[cellMap].Put(uint32(0), settings); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("load jail: write the cell's settings: %w", err)
 	}
 	// Before anything attaches, like the rules: an entry that is not in
 	// the table is not protected, so a failed write stops here.
@@ -489,37 +538,16 @@ func (v *verified) attach(cfg Config, pinDir string, waited time.Duration) (*Jai
 	attaching := time.Now()
 	// Attach before registering: registration goes through file_open. No
 	// process is jailed yet, and an empty rule map denies everything, so
-	// there is no moment at which the cell is open.
-	for name, prog := range coll.Programs {
-		var l link.Link
-		var err error
-		switch prog.Type() {
-		case ebpf.LSM:
-			l, err = link.AttachLSM(link.LSMOptions{Program: prog})
-		case ebpf.TracePoint:
-			group, tp, _ := strings.Cut(strings.TrimPrefix(sections[name], "tracepoint/"), "/")
-			l, err = link.Tracepoint(group, tp, prog, nil)
-			if errors.Is(err, os.ErrNotExist) && optionalTracepoints[tp] {
-				prog.Close()
-				continue
-			}
-		default:
-			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
-		}
-		if err != nil {
+	// there is no moment at which the cell is open. A spare comes
+	// attached (Keeper): its programs jailed nobody until the settings
+	// above were written, and nobody is in the cell's cgroup yet.
+	j.links, v.links = v.links, nil
+	j.attachedAhead = j.links != nil
+	if j.links == nil {
+		if j.links, err = attachAll(coll, sections); err != nil {
 			j.Close()
-			if prog.Type() == ebpf.TracePoint {
-				return nil, fmt.Errorf("attach %s to %s: %w", name, sections[name], err)
-			}
-			if errors.Is(err, unix.E2BIG) {
-				// Each session attaches programs of its own, and the
-				// kernel links at most BPF_MAX_TRAMP_LINKS (38 on x86)
-				// to one function: the sessions running hold them all.
-				return nil, fmt.Errorf("attach %s: too many agent-lock sessions run at once (the kernel attaches at most 38 programs to one hook, and each session attaches its own): end one and start this one again: %w", name, err)
-			}
-			return nil, fmt.Errorf("attach %s: %w: %w", name, ErrNotSupported, err)
+			return nil, err
 		}
-		j.links = append(j.links, l)
 	}
 	if pinDir != "" {
 		if err := j.pin(pinDir); err != nil {
@@ -562,6 +590,49 @@ func (v *verified) attach(cfg Config, pinDir string, waited time.Duration) (*Jai
 	}
 	j.registerTime = time.Since(registering)
 	return j, nil
+}
+
+// attachAll attaches coll's programs (sections: their ELF sections).
+func attachAll(coll *ebpf.Collection, sections map[string]string) ([]link.Link, error) {
+	var links []link.Link
+	fail := func(err error) ([]link.Link, error) {
+		for _, l := range links {
+			l.Close()
+		}
+		return nil, err
+	}
+	for name, prog := range coll.Programs {
+		var l link.Link
+		var err error
+		switch prog.Type() {
+		case ebpf.LSM:
+			l, err = link.AttachLSM(link.LSMOptions{Program: prog})
+		case ebpf.TracePoint:
+			group, tp, _ := strings.Cut(strings.TrimPrefix(sections[name], "tracepoint/"), "/")
+			l, err = link.Tracepoint(group, tp, prog, nil)
+			if errors.Is(err, os.ErrNotExist) && optionalTracepoints[tp] {
+				prog.Close()
+				delete(coll.Programs, name)
+				continue
+			}
+		default:
+			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+		}
+		if err != nil {
+			if prog.Type() == ebpf.TracePoint {
+				return fail(fmt.Errorf("attach %s to %s: %w", name, sections[name], err))
+			}
+			if errors.Is(err, unix.E2BIG) {
+				// Each session attaches programs of its own, and the
+				// kernel links at most BPF_MAX_TRAMP_LINKS (38 on x86)
+				// to one function: the sessions running hold them all.
+				return fail(fmt.Errorf("attach %s: too many agent-lock sessions run at once (the kernel attaches at most 38 programs to one hook, and each session attaches its own): end one and start this one again: %w", name, err))
+			}
+			return fail(fmt.Errorf("attach %s: %w: %w", name, ErrNotSupported, err))
+		}
+		links = append(links, l)
+	}
+	return links, nil
 }
 
 // fitToKernel keeps the program variant whose arguments match this kernel's
@@ -848,7 +919,14 @@ func (j *Jail) LoadTime() time.Duration { return j.loadTime }
 // pinning them), then registering the rules through file_open and
 // opening the event ring.
 func (j *Jail) Steps() []report.Step {
-	return []report.Step{{Name: "load", Time: j.loadWait}, {Name: "attach", Time: j.attachTime},
+	load, attach := "load", "attach"
+	if j.ahead {
+		load = "load_ahead"
+	}
+	if j.attachedAhead {
+		attach = "attach_ahead"
+	}
+	return []report.Step{{Name: load, Time: j.loadWait}, {Name: attach, Time: j.attachTime},
 		{Name: "register", Time: j.registerTime}}
 }
 

@@ -87,6 +87,19 @@ type jailCall struct {
 	Op    uint32
 }
 
+type jailCellSettings struct {
+	_              structs.HostLayout
+	CgroupId       uint64
+	InbGapNs       uint64
+	AuditMode      uint32
+	StreamInbounds uint32
+	TtyRdev        [4]uint32
+	PatCount       uint32
+	PatScopes      uint32
+	NamedCount     uint32
+	GitNames       uint32
+}
+
 type jailEvent struct {
 	_         structs.HostLayout
 	TsNs      uint64
@@ -371,18 +384,10 @@ const (
 	jailProgTaskSetscheduler      = "task_setscheduler"
 	jailProgUnixMaySend           = "unix_may_send"
 	jailProgUnixStreamConnect     = "unix_stream_connect"
-	jailVarAuditMode              = "audit_mode"
-	jailVarGitNames               = "git_names"
-	jailVarInbGapNs               = "inb_gap_ns"
-	jailVarJailCgroupId           = "jail_cgroup_id"
+	jailVarCell                   = "cell"
 	jailVarMovesDone              = "moves_done"
 	jailVarMovesStarted           = "moves_started"
-	jailVarNamedCount             = "named_count"
 	jailVarObserveOnly            = "observe_only"
-	jailVarPatCount               = "pat_count"
-	jailVarPatScopes              = "pat_scopes"
-	jailVarStreamInbounds         = "stream_inbounds"
-	jailVarTtyRdev                = "tty_rdev"
 	jailVarWalkCache              = "walk_cache"
 )
 
@@ -527,19 +532,11 @@ type jailMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type jailVariableSpecs struct {
-	AuditMode      *ebpf.VariableSpec `ebpf:"audit_mode"`
-	GitNames       *ebpf.VariableSpec `ebpf:"git_names"`
-	InbGapNs       *ebpf.VariableSpec `ebpf:"inb_gap_ns"`
-	JailCgroupId   *ebpf.VariableSpec `ebpf:"jail_cgroup_id"`
-	MovesDone      *ebpf.VariableSpec `ebpf:"moves_done"`
-	MovesStarted   *ebpf.VariableSpec `ebpf:"moves_started"`
-	NamedCount     *ebpf.VariableSpec `ebpf:"named_count"`
-	ObserveOnly    *ebpf.VariableSpec `ebpf:"observe_only"`
-	PatCount       *ebpf.VariableSpec `ebpf:"pat_count"`
-	PatScopes      *ebpf.VariableSpec `ebpf:"pat_scopes"`
-	StreamInbounds *ebpf.VariableSpec `ebpf:"stream_inbounds"`
-	TtyRdev        *ebpf.VariableSpec `ebpf:"tty_rdev"`
-	WalkCache      *ebpf.VariableSpec `ebpf:"walk_cache"`
+	Cell         *ebpf.VariableSpec `ebpf:"cell"`
+	MovesDone    *ebpf.VariableSpec `ebpf:"moves_done"`
+	MovesStarted *ebpf.VariableSpec `ebpf:"moves_started"`
+	ObserveOnly  *ebpf.VariableSpec `ebpf:"observe_only"`
+	WalkCache    *ebpf.VariableSpec `ebpf:"walk_cache"`
 }
 
 // jailObjects contains all objects after they have been loaded into the kernel.
@@ -617,19 +614,11 @@ func (m *jailMaps) Close() error {
 //
 // It can be passed to loadJailObjects or ebpf.CollectionSpec.LoadAndAssign.
 type jailVariables struct {
-	AuditMode      *ebpf.Variable `ebpf:"audit_mode"`
-	GitNames       *ebpf.Variable `ebpf:"git_names"`
-	InbGapNs       *ebpf.Variable `ebpf:"inb_gap_ns"`
-	JailCgroupId   *ebpf.Variable `ebpf:"jail_cgroup_id"`
-	MovesDone      *ebpf.Variable `ebpf:"moves_done"`
-	MovesStarted   *ebpf.Variable `ebpf:"moves_started"`
-	NamedCount     *ebpf.Variable `ebpf:"named_count"`
-	ObserveOnly    *ebpf.Variable `ebpf:"observe_only"`
-	PatCount       *ebpf.Variable `ebpf:"pat_count"`
-	PatScopes      *ebpf.Variable `ebpf:"pat_scopes"`
-	StreamInbounds *ebpf.Variable `ebpf:"stream_inbounds"`
-	TtyRdev        *ebpf.Variable `ebpf:"tty_rdev"`
-	WalkCache      *ebpf.Variable `ebpf:"walk_cache"`
+	Cell         *ebpf.Variable `ebpf:"cell"`
+	MovesDone    *ebpf.Variable `ebpf:"moves_done"`
+	MovesStarted *ebpf.Variable `ebpf:"moves_started"`
+	ObserveOnly  *ebpf.Variable `ebpf:"observe_only"`
+	WalkCache    *ebpf.Variable `ebpf:"walk_cache"`
 }
 
 // jailPrograms contains all programs after they have been loaded into the kernel.

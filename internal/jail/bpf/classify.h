@@ -199,7 +199,7 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 	/* A file granted by name (or its sibling) in its folder, unless the
 	 * target is itself a rule root: its own rule decides. Only in cells
 	 * with named files. */
-	if (named_count && (!w.nearest || w.nearest_at > 0)) {
+	if (cell.named_count && (!w.nearest || w.nearest_at > 0)) {
 		__u64 nv = named_verdict(q->dentry, q->inode, q->created, w.dev);
 		int by_name = nv & (NV_FILE | NV_SIBLING);
 
@@ -212,7 +212,7 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 			}
 		}
 
-		if (by_name == 2 && pat_count && (pat_scopes & PAT_IN_GRANTS)) {
+		if (by_name == 2 && cell.pat_count && (cell.pat_scopes & PAT_IN_GRANTS)) {
 			struct patq pq = { .scope = PAT_IN_GRANTS };
 
 			pq.len = BPF_CORE_READ(d, d_name.len);
@@ -236,7 +236,7 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 			.scope = (w.nearest & RULE_GRANT) ? PAT_IN_GRANTS : PAT_IN_PROJECT,
 		};
 
-		if (pat_count && (pat_scopes & pq.scope)) {
+		if (cell.pat_count && (cell.pat_scopes & pq.scope)) {
 			pq.len = BPF_CORE_READ(d, d_name.len);
 			pq.name = (__u64)BPF_CORE_READ(d, d_name.name);
 			pq.matched = secret_name(pq.name, pq.len, pq.scope);
@@ -257,7 +257,7 @@ static __always_inline int decide(struct query *q, struct walkq *wq)
 
 		/* The observers say every file is the jail's, for second
 		 * names (git_in); for git they keep their own account. */
-		if (git_names) {
+		if (cell.git_names) {
 			r = git_place((__u64)d, w.nearest_d, w.nearest_at, git_in, 0);
 			v->git = r & 0xff;
 			if (r & GP_PROT) {
@@ -333,7 +333,7 @@ static __always_inline int classify_with(struct query *q, struct walkq *wq)
 	v = &q->v;
 	inode = (void *)q->inode;
 	d = (void *)q->dentry;
-	if (named_count && v->class == AL_CLASS_OUTSIDE && !v->denied && !(v->perm & P_READ) &&
+	if (cell.named_count && v->class == AL_CLASS_OUTSIDE && !v->denied && !(v->perm & P_READ) &&
 	    inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR &&
 	    named_group(d, BPF_CORE_READ(d, d_sb, s_dev))) {
 		v->class = AL_CLASS_SYSTEM;

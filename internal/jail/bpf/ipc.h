@@ -9,7 +9,7 @@
 /* A socket created in the jail is the jail's own. */
 static __always_inline int sock_jailed(struct sock *sk)
 {
-	return BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id) == jail_cgroup_id;
+	return BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id) == cell.cgroup_id;
 }
 
 static __always_inline int peer_allowed(struct sock *other)

@@ -282,6 +282,19 @@ struct gitclass {
 	__u32 rule; /* GIT_RULE + its GI_ */
 };
 
+/* One cell's settings (maps.h: cell), written before the programs attach. */
+struct cell_settings {
+	__u64 cgroup_id;       /* the cgroup (v2) whose processes are jailed; 0: none */
+	__u64 inb_gap_ns;      /* see inbounds_due */
+	__u32 audit_mode;      /* allow what would be refused, and report it */
+	__u32 stream_inbounds; /* report a sample of the in-bounds opens */
+	__u32 tty_rdev[4];     /* the agent's terminal */
+	__u32 pat_count;       /* patterns in use */
+	__u32 pat_scopes;      /* PAT_IN_* any pattern has */
+	__u32 named_count;     /* named files in use */
+	__u32 git_names;       /* GN_* in the gitnames table */
+};
+
 /* The registration handshake between agent-lock and file_open. */
 struct registration {
 	__u32 tgid;    /* the registering process; 0 when closed */

@@ -127,7 +127,7 @@ __noinline int check_name(struct naming *n, struct verdict *v)
 		v->rule = PROT_RULE + p->node;
 		goto refuse;
 	}
-	if (!git_names)
+	if (!cell.git_names)
 		return 0;
 	m.dentry = n->dentry;
 	m.op = n->op;
@@ -151,7 +151,7 @@ static __always_inline int may_make(struct verdict *v, struct dentry *dir, struc
 {
 	struct namedq nq = {};
 
-	if (!named_count || v->denied)
+	if (!cell.named_count || v->denied)
 		return 0;
 	nq.group = named_group(dir, BPF_CORE_READ(dir, d_sb, s_dev));
 	if (!nq.group)

@@ -61,16 +61,17 @@
 #define P_WRITE 2
 #define P_CREATE 4
 
-/* Set by agent-lock before load. */
-const volatile __u64 jail_cgroup_id = 0;
-const volatile __u32 audit_mode = 0;
-const volatile __u32 stream_inbounds = 0;
-const volatile __u64 inb_gap_ns = 0;    /* see inbounds_due */
-const volatile __u32 tty_rdev[4] = {};
-const volatile __u32 pat_count = 0;     /* patterns in use */
-const volatile __u32 pat_scopes = 0;    /* PAT_IN_* any pattern has */
-const volatile __u32 named_count = 0;   /* named files in use */
-const volatile __u32 git_names = 0;     /* GN_* in the gitnames table */
+/* The cell's settings: written by agent-lock after the load, before the
+ * attach (their own map, .data.cell), so that a load can be verified before
+ * the cell it serves exists (the daemon keeps one verified ahead, see
+ * internal/jail/spare.go). Until written every field is 0: jailed() is
+ * false for every process, and an attached set of programs with no cell
+ * refuses nothing, reports nothing and registers nothing (register_open
+ * needs agent-lock's slot in reg). Volatile: written from outside. */
+volatile struct cell_settings cell SEC(".data.cell") = {};
+
+/* Set by agent-lock before load: what the kernel and the engine decide,
+ * the same for every cell a load may serve. */
 const volatile __u32 observe_only = 0;  /* the observers alone are loaded (Landlock decides) */
 
 /* rule_owns says whether rule r, found by inode's number, was registered
@@ -310,10 +311,12 @@ static __always_inline __u64 task_cgroup_id(struct task_struct *t)
 /* A process is jailed iff it runs in the jail's cgroup (see top comment). */
 static __always_inline int jailed(void)
 {
-	return jail_cgroup_id != 0 && bpf_get_current_cgroup_id() == jail_cgroup_id;
+	__u64 id = cell.cgroup_id;
+
+	return id != 0 && bpf_get_current_cgroup_id() == id;
 }
 
 static __always_inline int task_jailed(struct task_struct *t)
 {
-	return task_cgroup_id(t) == jail_cgroup_id;
+	return task_cgroup_id(t) == cell.cgroup_id;
 }

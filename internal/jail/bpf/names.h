@@ -20,7 +20,7 @@ static long pat_step(__u32 i, struct patq *q)
 	__u64 buf[PAT_LEN / 8] = {};
 	__u32 n, off = 0, k;
 
-	if (i >= pat_count)
+	if (i >= cell.pat_count)
 		return 1;
 	p = bpf_map_lookup_elem(&patterns, &i);
 	if (!p || !(p->scope & q->scope))
@@ -93,7 +93,7 @@ static long named_step(__u32 i, struct namedl *l)
 	struct named *e;
 	__u32 n;
 
-	if (i >= named_count)
+	if (i >= cell.named_count)
 		return 1;
 	e = bpf_map_lookup_elem(&named_files, &i);
 	if (!e || !e->group || e->group != l->q.group)

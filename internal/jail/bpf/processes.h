@@ -204,7 +204,7 @@ int BPF_PROG(file_send_sigiotask, struct task_struct *tsk, struct fown_struct *f
 	__u32 zero = 0, *full;
 	struct fowner *o;
 
-	if (!jail_cgroup_id || task_jailed(tsk))
+	if (!cell.cgroup_id || task_jailed(tsk))
 		return 0;
 	key = fown_file(fown);
 	o = bpf_map_lookup_elem(&fowners, &key);

@@ -248,7 +248,7 @@ static __always_inline int report_body(__u64 what, __u64 who, __u64 d1, __u64 d2
 		/* The observers (below) report what Landlock decided and set the
 		 * verdict themselves; the hooks decide here. */
 		if (!(flags & (EV_DENIED | EV_AUDIT))) {
-			if (audit_mode)
+			if (cell.audit_mode)
 				flags |= EV_AUDIT;
 			else
 				flags |= EV_DENIED;
@@ -357,7 +357,7 @@ __noinline int report_as(__u64 who, __u64 ids, __u64 uid, __u64 comm0, __u64 com
 }
 
 /* In-bounds opens are streamed as a sample for the live view: at most one per
- * CPU every inb_gap_ns, and only while the ring is nearly empty, so that they
+ * CPU every cell.inb_gap_ns, and only while the ring is nearly empty, so that they
  * never take the room escapes need (escapes are never sampled, and a lost
  * sample is not counted as lost). The tallies count every open. */
 static __always_inline int inbounds_due(void)
@@ -365,13 +365,13 @@ static __always_inline int inbounds_due(void)
 	__u32 zero = 0;
 	__u64 now, *last;
 
-	if (!stream_inbounds)
+	if (!cell.stream_inbounds)
 		return 0;
 	last = bpf_map_lookup_elem(&inb_last, &zero);
 	if (!last)
 		return 0;
 	now = bpf_ktime_get_ns();
-	if (now - *last < inb_gap_ns)
+	if (now - *last < cell.inb_gap_ns)
 		return 0;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > RING_BYTES / 8)
 		return 0;

@@ -172,7 +172,7 @@ static __always_inline int dev_allowed(__u32 created, __u32 rdev)
 		return 1;
 	}
 	for (i = 0; i < 4; i++)
-		if (tty_rdev[i] && rdev == tty_rdev[i])
+		if (cell.tty_rdev[i] && rdev == cell.tty_rdev[i])
 			return 1;
 	/* Another pty of the user's (a terminal tab, tmux, an ssh session) is a
 	 * way to type into a shell outside: only ptys the jail opened itself. */
