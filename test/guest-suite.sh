@@ -101,7 +101,7 @@ echo "guest-suite: kernel $(uname -r) (${AGENT_LOCK_KERNEL:-unknown suite}), eng
 if [ "$engine" = landlock ]; then
 	step landlock check_lsm landlock
 	step user check_user
-	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe|LoadsInParallel|Abandon'
+	step "internal/jail.test (observers)" run_test_binary .build/tests/internal/jail.test -test.run 'Observe|LoadsInParallel|Abandon|Spare'
 	step "internal/session.test (landlock)" run_test_binary .build/tests/internal/session.test -test.run 'Landlock|Profiles|RealClaudeCode|GitWorktree|GitInit|Outlives'
 	# The session's life at a terminal (^C, a closed terminal, the summary
 	# after q, the clean-up after a kill, the one-terminal pane, --headless

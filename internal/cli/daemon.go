@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/daemon"
+	"github.com/agent-lock/agent-lock/internal/engine/bpflsm"
+	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
 
@@ -84,10 +87,14 @@ func daemonCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "agent-lock daemon: %v\n", err)
 		return session.ExitFailed
 	}
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "agent-lock daemon: "+format+"\n", args...) }
+	// The next session's programs are loaded ahead, while none asks.
+	spares := newSpares(logf)
+	defer spares.Close()
 	srv := &daemon.Server{
 		Exe: "/proc/self/exe", SessionArg: daemonSessionArg, Version: version(),
 		InCell: session.InCell, PerUser: *perUser, Total: *total,
-		Log: func(format string, args ...any) { fmt.Fprintf(stderr, "agent-lock daemon: "+format+"\n", args...) },
+		Log: logf, Spare: spares.Next,
 	}
 	where := "systemd's socket"
 	if made {
@@ -111,6 +118,9 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return session.ExitFailed
 	}
 	session.ServeCaller(session.Caller{UID: c.UID, GID: c.GID, Groups: c.Groups, Env: c.Env})
+	adoptSpare(c.Spare, daemon.SpareFD, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "agent-lock: "+format+"\n", args...)
+	})
 	// The client's ^C and ^\ are the agent's: until it runs (and the
 	// session passes them on), they must not end this process half way
 	// through making the cell.
@@ -300,4 +310,58 @@ func (r *relay) close() {
 	signal.Stop(r.winch)
 	term.Restore(os.Stdin.Fd(), r.state)
 	r.master.Close()
+}
+
+// Spares keeps the programs of the next session loaded ahead, for the
+// daemon (jail.Keeper): of the engine auto would pick here, the BPF LSM's
+// hooks or, where this kernel refused them, the Landlock engine's
+// observers. A session of the other engine loads its own.
+type Spares struct{ k *jail.Keeper }
+
+// newSpares starts the first load; log says why a load failed.
+func newSpares(log func(format string, args ...any)) *Spares {
+	return &Spares{k: jail.NewKeeper(bpflsm.RefusedThisBoot(), log)}
+}
+
+// Next is daemon.Server.Spare: the spare's description and descriptors,
+// and what frees the daemon's copies once the session started.
+func (s *Spares) Next() (desc []byte, files []*os.File, done func()) {
+	none := func() {}
+	sp := s.k.Take()
+	if sp == nil {
+		return nil, nil, none
+	}
+	// The descriptors handed are duplicates: they keep the objects.
+	h, files, err := sp.Hand()
+	sp.Close()
+	if err != nil {
+		return nil, nil, none
+	}
+	desc, err = json.Marshal(h)
+	if err != nil {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, nil, none
+	}
+	return desc, files, func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+}
+
+// Close frees the spare held.
+func (s *Spares) Close() { s.k.Close() }
+
+// adoptSpare takes the programs the daemon loaded ahead for this session
+// (desc, descriptors from fd on): the engine's start attaches them when
+// they fit its cell. A spare that cannot be taken is only slower.
+func adoptSpare(desc []byte, fd int, warn func(format string, args ...any)) {
+	if len(desc) == 0 {
+		return
+	}
+	if err := jail.Adopt(desc, fd); err != nil && warn != nil {
+		warn("the programs loaded ahead: %v (loading them again)", err)
+	}
 }

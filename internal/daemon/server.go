@@ -42,6 +42,12 @@ type Server struct {
 	// programs that run for every process of the machine.
 	PerUser, Total int
 	Log            func(format string, args ...any)
+	// Spare, when set, gives the next session the programs loaded ahead
+	// of it: their description (Caller.Spare), their descriptors (passed
+	// from SpareFD on) and a function to call once the session started;
+	// a nil description when there is none. The verifier is most of a
+	// start.
+	Spare func() (desc []byte, files []*os.File, done func())
 
 	mu       sync.Mutex
 	reading  map[uint32]int
@@ -187,6 +193,15 @@ func (s *Server) handle(conn *net.UnixConn) {
 		refuse("a session request's first descriptor must be its working folder")
 		return
 	}
+	// Taken before the count's lock: a spare still loading is waited for
+	// by this request alone, the others load their own.
+	var spare []byte
+	var spareFiles []*os.File
+	if s.Spare != nil {
+		var done func()
+		spare, spareFiles, done = s.Spare()
+		defer done()
+	}
 	// Counted from the processes running, not from what this daemon
 	// started: a daemon restarted since still counts the sessions
 	// before it. Counted and started under one lock, so that two
@@ -198,7 +213,7 @@ func (s *Server) handle(conn *net.UnixConn) {
 		refuse("too many sessions running (%d of yours, %d in all; at most %d a user, %d in all): end one first", mine, all, s.PerUser, s.Total)
 		return
 	}
-	cmd, err := s.start(p, req, files, conn)
+	cmd, err := s.start(p, req, files, conn, spare, spareFiles)
 	s.starting.Unlock()
 	if err != nil {
 		refuse("start the session: %v", err)
@@ -267,15 +282,16 @@ func (s *Server) asked(uid uint32) {
 // start runs the session's agent-lock for p: root, as sudo would have
 // started it (SUDO_UID, SUDO_GID, SUDO_USER, and a PATH of the system's
 // alone), in the caller's folder, with the caller's streams, the Caller
-// (fd 3), the folder (fd 4) and the connection (fd 5).
-func (s *Server) start(p peer, req Request, files []*os.File, conn *net.UnixConn) (*exec.Cmd, error) {
+// (fd 3), the folder (fd 4), the connection (fd 5) and the spare load's
+// descriptors (from SpareFD on).
+func (s *Server) start(p peer, req Request, files []*os.File, conn *net.UnixConn, spare []byte, spareFiles []*os.File) (*exec.Cmd, error) {
 	name := strconv.FormatUint(uint64(p.uid), 10)
 	if u, err := user.LookupId(name); err == nil {
 		name = u.Username
 	} else {
 		return nil, fmt.Errorf("uid %d has no account: %w", p.uid, err)
 	}
-	c := Caller{UID: p.uid, GID: p.gid, Groups: p.groups, Env: req.Env, Pane: req.Op == OpPane}
+	c := Caller{UID: p.uid, GID: p.gid, Groups: p.groups, Env: req.Env, Pane: req.Op == OpPane, Spare: spare}
 	cf, err := c.file()
 	if err != nil {
 		return nil, err
@@ -289,7 +305,7 @@ func (s *Server) start(p peer, req Request, files []*os.File, conn *net.UnixConn
 	cmd := exec.Command(s.Exe, append([]string{s.SessionArg}, req.Args...)...)
 	cmd.Args[0] = "agent-lock"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[1], files[2], files[3]
-	cmd.ExtraFiles = []*os.File{cf, files[0], cc}
+	cmd.ExtraFiles = append([]*os.File{cf, files[0], cc}, spareFiles...)
 	cmd.Env = []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"SUDO_UID=" + strconv.FormatUint(uint64(p.uid), 10),
@@ -363,6 +379,9 @@ type Caller struct {
 	Groups []uint32 `json:"groups"`
 	Env    []string `json:"env"`
 	Pane   bool     `json:"pane"`
+	// Spare describes the programs loaded ahead for this session
+	// (Server.Spare), passed from SpareFD on; none when empty.
+	Spare json.RawMessage `json:"spare,omitempty"`
 }
 
 // file is c in a memory file.

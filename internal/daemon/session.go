@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"syscall"
@@ -17,6 +18,8 @@ const (
 	callerFD = 3
 	dirFD    = 4
 	connFD   = 5
+	// SpareFD is the first of the spare load's descriptors (Caller.Spare).
+	SpareFD = 6
 )
 
 // Conn is a session's agent-lock's end of its client's connection.
@@ -29,6 +32,11 @@ type Conn struct {
 // connection. Only root's process can have been started so: as anyone
 // else, the session fails for want of privilege whatever the descriptors.
 func ServeSession() (Caller, *Conn, error) {
+	// The spare load's descriptors, whether or not this process takes
+	// them, must not reach anything it starts.
+	if err := unix.CloseRange(SpareFD, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return Caller{}, nil, fmt.Errorf("the daemon's descriptors: %w", err)
+	}
 	cf := os.NewFile(callerFD, "caller")
 	defer cf.Close()
 	var c Caller

@@ -813,7 +813,7 @@ func (b *bench) startupAlone(ctx context.Context, kernel string) error {
 	r := *b.r
 	r.Engine = "landlock"
 	r.Daemon = filepath.Join(os.TempDir(), "no-agent-lock-daemon", "agent-lock.sock")
-	return b.startupAs(ctx, kernel, "startup-alone", "no root, no daemon: Landlock alone", r, func(res testenv.Result) error {
+	return b.startupAs(ctx, kernel, "startup-alone", "no root, no daemon: Landlock alone", r, nil, func(res testenv.Result) error {
 		if res.Report.Start == nil || !strings.HasSuffix(res.Report.Start.Engine, ", alone") {
 			return fmt.Errorf("the session was not Landlock alone: %s", testenv.Tail(res.Output, 5))
 		}
@@ -824,7 +824,11 @@ func (b *bench) startupAlone(ctx context.Context, kernel string) error {
 // startupDaemon: the start of a session the test user asks the daemon
 // for (no sudo: issue 18's path), from invoking agent-lock to the
 // command's first instruction, against starting it directly, in turns.
-// The daemon is started once, before the first round.
+// The daemon is started once, before the first round, and each round
+// waits for the daemon's programs loaded ahead of the next session (its
+// log says when): the start of a session that does not follow another
+// by seconds. A session that found none would load its own (the start
+// of the "startup" line).
 func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 	sock := filepath.Join(os.TempDir(), fmt.Sprintf("agent-lock-bench-daemon-%d", os.Getpid()), "agent-lock.sock")
 	d, log, err := testenv.Daemon(b.r.AgentLock, sock)
@@ -835,7 +839,16 @@ func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 	r := *b.r
 	r.Daemon = sock
 	sessions := 0
-	return b.startupAs(ctx, kernel, "startup-daemon", "as the user, through the daemon", r, func(res testenv.Result) error {
+	ready := func() error {
+		for range 600 {
+			if strings.Count(log(), "programs are ready") > sessions {
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return fmt.Errorf("the daemon loaded no programs ahead in two minutes: %s", log())
+	}
+	return b.startupAs(ctx, kernel, "startup-daemon", "as the user, through the daemon, its programs loaded ahead", r, ready, func(res testenv.Result) error {
 		sessions++
 		if n := strings.Count(log(), "agent-lock daemon: session "); n != sessions {
 			return fmt.Errorf("the daemon started %d sessions, not %d: %s", n, sessions, testenv.Tail(res.Output, 5))
@@ -845,8 +858,9 @@ func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 }
 
 // startupAs: a session's start run by r, against starting the same
-// command directly, in turns; check says the session was r's kind.
-func (b *bench) startupAs(ctx context.Context, kernel, workload, how string, r testenv.Runner, check func(testenv.Result) error) error {
+// command directly, in turns; ready, when set, is waited for before each
+// session, and check says the session was r's kind.
+func (b *bench) startupAs(ctx context.Context, kernel, workload, how string, r testenv.Runner, ready func() error, check func(testenv.Result) error) error {
 	var direct, jailed []time.Duration
 	var names []string
 	steps := map[string][]time.Duration{}
@@ -858,6 +872,11 @@ func (b *bench) startupAs(ctx context.Context, kernel, workload, how string, r t
 			return err
 		}
 		direct = append(direct, d)
+		if ready != nil {
+			if err := ready(); err != nil {
+				return err
+			}
+		}
 		t0 = time.Now()
 		res = r.Jailed(ctx, []string{b.worker, "-worker", "now"}, b.dir)
 		if d, err = startedAfter(res, t0); err != nil {
