@@ -46,7 +46,8 @@ sudo agent-lock install sets it up with systemd instead.
   --per-user N    sessions a user may run at once (default 8)
   --total N       sessions the daemon runs at once (default 16: under the
                   BPF LSM each session attaches programs of its own, and
-                  the kernel takes at most 38 on one hook)
+                  so does the next session's set the daemon keeps loaded
+                  ahead; the kernel takes at most 38 on one hook)
 `
 
 // daemonCmd is `agent-lock daemon`.
@@ -320,7 +321,7 @@ type Spares struct{ k *jail.Keeper }
 
 // newSpares starts the first load; log says why a load failed.
 func newSpares(log func(format string, args ...any)) *Spares {
-	return &Spares{k: jail.NewKeeper(bpflsm.RefusedThisBoot(), log)}
+	return &Spares{k: jail.NewKeeper(bpflsm.RefusedThisBoot, log)}
 }
 
 // Next is daemon.Server.Spare: the spare's description and descriptors,

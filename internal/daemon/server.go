@@ -193,15 +193,6 @@ func (s *Server) handle(conn *net.UnixConn) {
 		refuse("a session request's first descriptor must be its working folder")
 		return
 	}
-	// Taken before the count's lock: a spare still loading is waited for
-	// by this request alone, the others load their own.
-	var spare []byte
-	var spareFiles []*os.File
-	if s.Spare != nil {
-		var done func()
-		spare, spareFiles, done = s.Spare()
-		defer done()
-	}
 	// Counted from the processes running, not from what this daemon
 	// started: a daemon restarted since still counts the sessions
 	// before it. Counted and started under one lock, so that two
@@ -212,6 +203,15 @@ func (s *Server) handle(conn *net.UnixConn) {
 		s.starting.Unlock()
 		refuse("too many sessions running (%d of yours, %d in all; at most %d a user, %d in all): end one first", mine, all, s.PerUser, s.Total)
 		return
+	}
+	// The spare is taken only for a session that starts (taking one
+	// starts the next load); taking it does not wait.
+	var spare []byte
+	var spareFiles []*os.File
+	if s.Spare != nil {
+		var done func()
+		spare, spareFiles, done = s.Spare()
+		defer done()
 	}
 	cmd, err := s.start(p, req, files, conn, spare, spareFiles)
 	s.starting.Unlock()

@@ -502,6 +502,10 @@ func (v *verified) attach(cfg Config, pinDir string, waited time.Duration) (*Jai
 	if j.warn == nil {
 		j.warn = func(string, ...any) {}
 	}
+	// A spare's attachments are j's from here: any failure below
+	// detaches them with the rest (Close).
+	j.links, v.links = v.links, nil
+	j.attachedAhead = j.links != nil
 	if keyOf(cfg) != v.key {
 		j.Close()
 		return nil, fmt.Errorf("load jail: a load for %+v given a cell that needs %+v", v.key, keyOf(cfg))
@@ -511,13 +515,7 @@ func (v *verified) attach(cfg Config, pinDir string, waited time.Duration) (*Jai
 		j.Close()
 		return nil, err
 	}
-	// Before anything attaches: with no cell written, the programs jail
-	// no process.
-	if err := coll.Maps[cellMap].Put(uint32(0), settings); err != nil {
-		j.Close()
-		return nil, fmt.Errorf("load jail: write the cell's settings: %w", err)
-	}
-	// Before anything attaches, like the rules: an entry that is not in
+	// Before the cell is written, like the rules: an entry that is not in
 	// the table is not protected, so a failed write stops here.
 	protNames, err := fillProtect(coll.Maps["protect"], coll.Maps["gitnames"], cfg.Protect)
 	if err != nil {
@@ -535,14 +533,18 @@ func (v *verified) attach(cfg Config, pinDir string, waited time.Duration) (*Jai
 	for id, name := range patNames {
 		j.rules[id] = name
 	}
+	// The cell's settings, once its tables are full: with none written
+	// the programs jail no process (a spare's are attached already), and
+	// nobody is in the cell's cgroup before the rules are registered.
+	if err := coll.Maps[cellMap].Put(uint32(0), settings); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("load jail: write the cell's settings: %w", err)
+	}
 	attaching := time.Now()
 	// Attach before registering: registration goes through file_open. No
 	// process is jailed yet, and an empty rule map denies everything, so
-	// there is no moment at which the cell is open. A spare comes
-	// attached (Keeper): its programs jailed nobody until the settings
-	// above were written, and nobody is in the cell's cgroup yet.
-	j.links, v.links = v.links, nil
-	j.attachedAhead = j.links != nil
+	// there is no moment at which the cell is open. A spare came
+	// attached (above).
 	if j.links == nil {
 		if j.links, err = attachAll(coll, sections); err != nil {
 			j.Close()

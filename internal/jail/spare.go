@@ -21,8 +21,9 @@ import (
 // settings being written after it (bpf/maps.h: cell). The daemon keeps one
 // (Keeper) and hands it to the next session's agent-lock with its start
 // (Hand); that process takes it (Adopt), and its Begin attaches it when it
-// fits the cell, or loads as before when not. A spare is never attached
-// before it is handed: until then it runs for no process of the machine.
+// fits the cell, or loads as before when not. The Keeper attaches its
+// spare too, with no cell written: the programs then jail nobody, and
+// cost every process what one session's cost those outside its cell.
 
 // Handed describes a spare's programs and maps passed to another process
 // as descriptors: Programs[i], then Maps[j], then its Links attachments, in
@@ -51,19 +52,19 @@ var objectSum = sync.OnceValue(func() uint32 { return crc32.ChecksumIEEE(Object(
 // observers of the Landlock engine.
 type Keeper struct {
 	mu      sync.Mutex
-	key     loadKey
+	observe func() bool
 	loading chan struct{} // closed when the load under way ends
 	spare   *verified
-	err     error
 	log     func(format string, args ...any)
+	closed  bool
 }
 
-// NewKeeper starts loading the first spare. observe keeps the Landlock
-// engine's observers (a kernel that refuses the BPF LSM's programs); a
-// load of the hooks that the kernel refuses as unsupported switches to
-// them.
-func NewKeeper(observe bool, log func(format string, args ...any)) *Keeper {
-	k := &Keeper{key: loadKey{Observe: observe}, log: log}
+// NewKeeper starts loading the first spare. observe, asked before each
+// load, says to keep the Landlock engine's observers (this kernel refused
+// the BPF LSM's programs); hooks the kernel refuses to load or attach as
+// unsupported are replaced by the observers too.
+func NewKeeper(observe func() bool, log func(format string, args ...any)) *Keeper {
+	k := &Keeper{observe: observe, log: log}
 	k.mu.Lock()
 	k.refill()
 	k.mu.Unlock()
@@ -74,34 +75,18 @@ func NewKeeper(observe bool, log func(format string, args ...any)) *Keeper {
 func (k *Keeper) refill() {
 	done := make(chan struct{})
 	k.loading = done
-	key := k.key
 	go func() {
 		defer close(done)
-		start := time.Now()
-		v, err := verify(key, true)
-		if err != nil && !key.Observe && errors.Is(err, ErrNotSupported) {
-			key.Observe = true
-			v, err = verify(key, true)
-		}
-		if v != nil {
-			v.loadTime = time.Since(start)
-			// Attached now too: attaching is seconds on some kernels
-			// under emulation (6.1's trampolines). Until a session
-			// writes its cell's settings the programs jail nobody: they
-			// cost every process of the machine what one session's
-			// cost the processes outside its cell. Where they cannot
-			// attach (too many sessions run), the session attaches them.
-			if v.links, err = attachAll(v.coll, v.sections); err != nil {
-				if k.log != nil {
-					k.log("the next session's programs are loaded, not attached: %v", err)
-				}
-				err = nil
-			}
-		}
+		v, err := k.load(loadKey{Observe: k.observe != nil && k.observe()})
 		k.mu.Lock()
 		defer k.mu.Unlock()
-		k.key = key
-		k.spare, k.err = v, err
+		if k.closed {
+			if v != nil {
+				v.close()
+			}
+			return
+		}
+		k.spare = v
 		if k.log == nil {
 			return
 		}
@@ -111,6 +96,37 @@ func (k *Keeper) refill() {
 			k.log("the next session's programs are ready (loaded in %v)", v.loadTime.Round(time.Millisecond))
 		}
 	}()
+}
+
+// load verifies and attaches a spare for key: the BPF LSM's hooks, or the
+// observers where the kernel refuses those as unsupported.
+func (k *Keeper) load(key loadKey) (*verified, error) {
+	start := time.Now()
+	v, err := verify(key, true)
+	if err == nil {
+		// Attached now too: attaching is seconds on some kernels under
+		// emulation (6.1's trampolines). Until a session writes its
+		// cell's settings the programs jail nobody.
+		v.links, err = attachAll(v.coll, v.sections)
+		if err != nil && !errors.Is(err, ErrNotSupported) {
+			// Too many sessions run: the session attaches them.
+			if k.log != nil {
+				k.log("the next session's programs are loaded, not attached: %v", err)
+			}
+			err = nil
+		}
+		if err != nil {
+			v.close()
+			v = nil
+		}
+	}
+	if err != nil && !key.Observe && errors.Is(err, ErrNotSupported) {
+		return k.load(loadKey{Observe: true})
+	}
+	if v != nil {
+		v.loadTime = time.Since(start)
+	}
+	return v, err
 }
 
 // Take returns the spare and starts loading the next; nil while the load
@@ -123,6 +139,9 @@ func (k *Keeper) Take() *Spare {
 	select {
 	case <-k.loading:
 	default:
+		return nil
+	}
+	if k.closed {
 		return nil
 	}
 	v := k.spare
@@ -144,9 +163,10 @@ func (k *Keeper) Wait() {
 
 // Close frees the spare held (the daemon is ending).
 func (k *Keeper) Close() {
-	k.Wait()
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	// A load under way frees its spare when it ends.
+	k.closed = true
 	if k.spare != nil {
 		k.spare.close()
 		k.spare = nil
@@ -188,16 +208,23 @@ func (s *Spare) Hand() (Handed, []*os.File, error) {
 			return fail(err)
 		}
 	}
-	for i, l := range s.v.links {
+	// Attachments without a descriptor (a kernel with no BPF links for
+	// tracepoints) cannot be handed: the spare goes unattached then.
+	var fds []int
+	for _, l := range s.v.links {
 		fdl, ok := l.(interface{ FD() int })
-		if !ok {
-			return fail(errors.New("hand an attachment: it has no descriptor"))
+		if !ok || fdl.FD() < 0 {
+			fds = nil
+			break
 		}
-		if err := add(fmt.Sprintf("link%d", i), fdl.FD()); err != nil {
+		fds = append(fds, fdl.FD())
+	}
+	for i, fd := range fds {
+		if err := add(fmt.Sprintf("link%d", i), fd); err != nil {
 			return fail(err)
 		}
 	}
-	h.Links = len(s.v.links)
+	h.Links = len(fds)
 	return h, files, nil
 }
 

@@ -26,9 +26,15 @@ func TestSpareHandedOn(t *testing.T) {
 		return
 	}
 	needObservers(t)
-	k := jail.NewKeeper(false, t.Logf)
+	k := jail.NewKeeper(func() bool { return false }, t.Logf)
 	defer k.Close()
 	k.Wait()
+	// Attached with no cell, the spare jails nobody.
+	outside := exec.Command("/bin/sh", "-c", `cat /etc/passwd >/dev/null && echo x >"$T/made" && echo ok`)
+	outside.Env = []string{"PATH=/usr/bin:/bin", "T=" + t.TempDir()}
+	if got, err := outside.CombinedOutput(); err != nil || string(got) != "ok\n" {
+		t.Fatalf("a process with the spare attached: %v: %s", err, got)
+	}
 	sp := k.Take()
 	if sp == nil {
 		t.Fatal("no spare load")

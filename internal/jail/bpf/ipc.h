@@ -9,7 +9,9 @@
 /* A socket created in the jail is the jail's own. */
 static __always_inline int sock_jailed(struct sock *sk)
 {
-	return BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id) == cell.cgroup_id;
+	__u64 cg = cell.cgroup_id;
+
+	return cg != 0 && BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id) == cg;
 }
 
 static __always_inline int peer_allowed(struct sock *other)
