@@ -106,10 +106,22 @@ func collection(spec *ebpf.CollectionSpec, cache *btf.Cache, idle bool) (*ebpf.C
 		go func() {
 			defer wg.Done()
 			if idle {
-				// The thread is not given back: it ends with this
-				// goroutine, its class with it. Best effort.
+				// This thread alone, and given back at the normal
+				// class: Go's other goroutines must not run at the idle
+				// one (a starved thread holding a runtime lock would
+				// stall the daemon). If the class cannot be put back,
+				// the thread is not given back: it ends with this
+				// goroutine (or, the main thread, waits forever).
 				runtime.LockOSThread()
-				unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
+				if unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0) == nil {
+					defer func() {
+						if unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0) == nil {
+							runtime.UnlockOSThread()
+						}
+					}()
+				} else {
+					runtime.UnlockOSThread()
+				}
 			}
 			for {
 				i := int(next.Add(1)) - 1

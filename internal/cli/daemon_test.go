@@ -49,7 +49,24 @@ func TestDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(root, "daemon", "agent-lock.sock")
-	daemon := startDaemon(t, bin, sock)
+	daemon, dlog := startDaemonLog(t, bin, sock)
+	// The daemon loads the next session's programs ahead, of the engine
+	// auto picks here; a session of that engine takes them.
+	aheadFor := map[string]string{"the BPF LSM's hooks": "bpf-lsm", "the Landlock engine's observers": "landlock"}
+	ahead := func() string {
+		for range 600 {
+			// Ready since the last session took the one before.
+			log := dlog()
+			if i := strings.LastIndex(log, "programs are ready: "); i >= 0 && i > strings.LastIndex(log, "agent-lock daemon: session ") {
+				what, _, _ := strings.Cut(log[i+len("programs are ready: "):], ",")
+				return aheadFor[what]
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("the daemon loaded nothing ahead:\n%s", dlog())
+		return ""
+	}
+	tookAhead := false
 
 	secretPath := filepath.Join(root, "secret.txt")
 	os.WriteFile(secretPath, []byte("the-secret-4242\n"), 0o600)
@@ -80,9 +97,16 @@ exit 3
 	for _, engine := range engs {
 		t.Run(engine, func(t *testing.T) {
 			rep := testenv.ReportPath(t, uid)
+			readyFor := ahead()
 			out, err := asUser(sock, "--headless", "--engine", engine, "--env", "ANTHROPIC_API_KEY", "--report", rep, ".", "--", "myagent").CombinedOutput()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
 				t.Fatalf("the agent's exit status 3 did not come back (%v):\n%s", err, out)
+			}
+			if r, _ := os.ReadFile(rep); readyFor == engine {
+				tookAhead = true
+				if !strings.Contains(string(r), `"step":"load_ahead"`) || !strings.Contains(string(r), `"step":"attach_ahead"`) {
+					t.Errorf("the session did not take the programs the daemon loaded ahead of it (%s):\n%s\n%s", readyFor, out, r)
+				}
 			}
 			for _, want := range []string{"uid=4242\n", "path=" + userPath + "\n", "setting=hello\n", "key=sk-test\n", "token=none\n"} {
 				if !strings.Contains(string(out), want) {
@@ -108,6 +132,10 @@ exit 3
 				t.Errorf("a process of a cell got a session from the daemon:\n%s", out)
 			}
 		})
+	}
+
+	if !tookAhead {
+		t.Errorf("no session was of the engine the daemon loaded ahead for (%v):\n%s", engs, dlog())
 	}
 
 	// The client killed: its session ends, and everything in it.
@@ -266,6 +294,13 @@ func TestDaemonSecondUser(t *testing.T) {
 // test ends; its log is shown if the test failed.
 func startDaemon(t *testing.T, bin, sock string, flags ...string) *exec.Cmd {
 	t.Helper()
+	d, _ := startDaemonLog(t, bin, sock, flags...)
+	return d
+}
+
+// startDaemonLog is startDaemon that also returns the daemon's log so far.
+func startDaemonLog(t *testing.T, bin, sock string, flags ...string) (*exec.Cmd, func() string) {
+	t.Helper()
 	d, log, err := testenv.Daemon(bin, sock, flags...)
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +311,7 @@ func startDaemon(t *testing.T, bin, sock string, flags ...string) *exec.Cmd {
 			t.Logf("the daemon's log:\n%s", log())
 		}
 	})
-	return d
+	return d, log
 }
 
 // TestDaemonTwentyCells: twenty sessions through one daemon at once, each

@@ -268,8 +268,9 @@ func Load(cfg Config) (*Jail, error) {
 }
 
 // Loading is a cell's programs being loaded and verified in the
-// background (Begin). None is attached and no rule registered until
-// Attach: until then nothing of it enforces or reports.
+// background (Begin), or a daemon's spare taken (spare.go: attached
+// already, jailing nobody). No cell is written and no rule registered
+// until Attach: until then nothing of it enforces or reports.
 type Loading struct {
 	cfg     Config
 	done    chan struct{}
@@ -329,7 +330,11 @@ func (l *Loading) Attach(pinDir string) (*Jail, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	return l.v.attach(l.cfg, pinDir, time.Since(waiting))
+	j, err := l.v.attach(l.cfg, pinDir, time.Since(waiting))
+	if err == nil {
+		dropAdopted()
+	}
+	return j, err
 }
 
 // Abandon frees a load no Attach will take (the start failed meanwhile).

@@ -93,7 +93,11 @@ func (k *Keeper) refill() {
 		if err != nil {
 			k.log("the next session's programs could not be loaded ahead (it loads its own): %v", err)
 		} else {
-			k.log("the next session's programs are ready (loaded in %v)", v.loadTime.Round(time.Millisecond))
+			what := "the BPF LSM's hooks"
+			if v.key.Observe {
+				what = "the Landlock engine's observers"
+			}
+			k.log("the next session's programs are ready: %s, loaded in %v", what, v.loadTime.Round(time.Millisecond))
 		}
 	}()
 }
@@ -259,6 +263,9 @@ func Adopt(manifest []byte, first int) error {
 	n := len(h.Programs) + len(h.Maps) + h.Links
 	for fd := first; fd < first+n; fd++ {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+			for fd := first; fd < first+n; fd++ {
+				unix.Close(fd)
+			}
 			return fmt.Errorf("the spare load's descriptor %d: %w", fd, err)
 		}
 	}
@@ -320,15 +327,32 @@ func Adopt(manifest []byte, first int) error {
 }
 
 // takeAdopted returns the adopted spare if it fits k. One that does not is
-// closed: a process runs one cell.
+// closed (a process runs one cell), but for the observers asked for the
+// hooks: auto falls back to the Landlock engine, whose observers they are,
+// where the kernel refuses the hooks (the reason the daemon loaded them).
 func takeAdopted(k loadKey) *verified {
 	adopted.Lock()
 	defer adopted.Unlock()
 	v := adopted.v
-	adopted.v = nil
-	if v != nil && v.key != k {
-		v.close()
-		return nil
+	if v == nil || v.key == k {
+		adopted.v = nil
+		return v
 	}
-	return v
+	if !(v.key.Observe && !k.Observe) {
+		adopted.v = nil
+		v.close()
+	}
+	return nil
+}
+
+// dropAdopted closes a spare no cell took, once this process's cell is
+// attached: its programs, attached and jailing nobody, would otherwise
+// run for every process of the machine for the session's life.
+func dropAdopted() {
+	adopted.Lock()
+	defer adopted.Unlock()
+	if adopted.v != nil {
+		adopted.v.close()
+		adopted.v = nil
+	}
 }

@@ -95,6 +95,14 @@ func spareChild(t *testing.T, desc string) {
 			rules = append(rules, r)
 		}
 	}
+	if h.Key.Observe {
+		// The daemon loaded the observers because this kernel refuses
+		// the hooks: auto tries the hooks first, and then the Landlock
+		// engine must still find the observers.
+		if _, err := jail.Begin(jail.Config{CgroupID: cg.id, Rules: rules}).Attach(""); err == nil {
+			t.Fatal("the hooks loaded where the daemon's did not")
+		}
+	}
 	j, err := jail.Begin(jail.Config{CgroupID: cg.id, Observe: h.Key.Observe, Rules: rules}).Attach("")
 	if err != nil {
 		t.Fatal(err)

@@ -841,7 +841,9 @@ func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 	sessions := 0
 	ready := func() error {
 		for range 600 {
-			if strings.Count(log(), "programs are ready") > sessions {
+			// Ready since the last session took the one before.
+			l := log()
+			if i := strings.LastIndex(l, "programs are ready"); i >= 0 && i > strings.LastIndex(l, "agent-lock daemon: session ") {
 				return nil
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -852,6 +854,10 @@ func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 		sessions++
 		if n := strings.Count(log(), "agent-lock daemon: session "); n != sessions {
 			return fmt.Errorf("the daemon started %d sessions, not %d: %s", n, sessions, testenv.Tail(res.Output, 5))
+		}
+		// The programs the daemon loaded ahead, not the session's own.
+		if res.Report.Start == nil || !slices.ContainsFunc(res.Report.Start.Steps, func(s testenv.Step) bool { return s.Name == "load_ahead" }) {
+			return fmt.Errorf("the session loaded its own programs: %s", testenv.Tail(res.Output, 5))
 		}
 		return nil
 	})

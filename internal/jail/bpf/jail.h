@@ -282,7 +282,8 @@ struct gitclass {
 	__u32 rule; /* GIT_RULE + its GI_ */
 };
 
-/* One cell's settings (maps.h: cell), written before the programs attach. */
+/* One cell's settings (maps.h: cell), written before the cell's rules are
+ * registered (a daemon's spare is attached already, jailing nobody). */
 struct cell_settings {
 	__u64 cgroup_id;       /* the cgroup (v2) whose processes are jailed; 0: none */
 	__u64 inb_gap_ns;      /* see inbounds_due */

@@ -62,12 +62,13 @@
 #define P_CREATE 4
 
 /* The cell's settings: written by agent-lock after the load, before the
- * attach (their own map, .data.cell), so that a load can be verified before
- * the cell it serves exists (the daemon keeps one verified ahead, see
- * internal/jail/spare.go). Until written every field is 0: jailed() is
- * false for every process, and an attached set of programs with no cell
- * refuses nothing, reports nothing and registers nothing (register_open
- * needs agent-lock's slot in reg). Volatile: written from outside. */
+ * rules are registered (their own map, .data.cell), so that a load can be
+ * verified and attached before the cell it serves exists (the daemon keeps
+ * one ahead, see internal/jail/spare.go). Until written every field is 0:
+ * jailed() is false for every process, and an attached set of programs
+ * with no cell refuses nothing, reports nothing and registers nothing
+ * (register_open needs agent-lock's slot in reg). Volatile: written from
+ * outside. */
 volatile struct cell_settings cell SEC(".data.cell") = {};
 
 /* Set by agent-lock before load: what the kernel and the engine decide,
