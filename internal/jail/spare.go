@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -187,11 +188,11 @@ func (s *Spare) Hand() (Handed, []*os.File, error) {
 	h := Handed{Key: s.v.key, Object: objectSum(), LoadNS: s.v.loadTime.Nanoseconds()}
 	var files []*os.File
 	add := func(name string, fd int) error {
-		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		f, err := dupFile(fd, name)
 		if err != nil {
 			return fmt.Errorf("hand %s: %w", name, err)
 		}
-		files = append(files, os.NewFile(uintptr(d), name))
+		files = append(files, f)
 		return nil
 	}
 	fail := func(err error) (Handed, []*os.File, error) {
@@ -200,29 +201,21 @@ func (s *Spare) Hand() (Handed, []*os.File, error) {
 		}
 		return Handed{}, nil, err
 	}
-	for _, name := range sortedKeys(s.v.coll.Programs) {
+	for _, name := range slices.Sorted(maps.Keys(s.v.coll.Programs)) {
 		h.Programs = append(h.Programs, HandedObject{Name: name, Section: s.v.sections[name]})
 		if err := add(name, s.v.coll.Programs[name].FD()); err != nil {
 			return fail(err)
 		}
 	}
-	for _, name := range sortedKeys(s.v.coll.Maps) {
+	for _, name := range slices.Sorted(maps.Keys(s.v.coll.Maps)) {
 		h.Maps = append(h.Maps, HandedObject{Name: name})
 		if err := add(name, s.v.coll.Maps[name].FD()); err != nil {
 			return fail(err)
 		}
 	}
-	// Attachments without a descriptor (a kernel with no BPF links for
-	// tracepoints) cannot be handed: the spare goes unattached then.
-	var fds []int
-	for _, l := range s.v.links {
-		fdl, ok := l.(interface{ FD() int })
-		if !ok || fdl.FD() < 0 {
-			fds = nil
-			break
-		}
-		fds = append(fds, fdl.FD())
-	}
+	// Attachments without a descriptor cannot be handed: the spare goes
+	// unattached then (the receiver attaches it).
+	fds, _ := linkFDs(s.v.links)
 	for i, fd := range fds {
 		if err := add(fmt.Sprintf("link%d", i), fd); err != nil {
 			return fail(err)
@@ -234,15 +227,6 @@ func (s *Spare) Hand() (Handed, []*os.File, error) {
 
 // Close frees the spare's objects (the receiver holds its own).
 func (s *Spare) Close() { s.v.close() }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
 
 // adopted is the spare this process was handed, until a Begin takes it.
 var adopted struct {
@@ -289,26 +273,24 @@ func Adopt(manifest []byte, first int) error {
 	sections := map[string]string{}
 	for _, p := range h.Programs {
 		prog, err := ebpf.NewProgramFromFD(fd)
+		fd++ // taken, or closed by cilium/ebpf on an error
 		if err != nil {
-			fd++ // closed by cilium/ebpf
 			return fail(fmt.Errorf("the spare load's program %s: %w", p.Name, err))
 		}
-		fd++
 		coll.Programs[p.Name] = prog
 		sections[p.Name] = p.Section
 	}
 	for _, m := range h.Maps {
 		mp, err := ebpf.NewMapFromFD(fd)
+		fd++ // taken, or closed by cilium/ebpf on an error
 		if err != nil {
-			fd++ // closed by cilium/ebpf
 			return fail(fmt.Errorf("the spare load's map %s: %w", m.Name, err))
 		}
-		fd++
 		coll.Maps[m.Name] = mp
 	}
 	for range h.Links {
 		l, err := link.NewFromFD(fd)
-		fd++ // closed by cilium/ebpf on an error
+		fd++ // taken, or closed by cilium/ebpf on an error
 		if err != nil {
 			return fail(fmt.Errorf("the spare load's attachment: %w", err))
 		}
