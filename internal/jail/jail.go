@@ -951,7 +951,7 @@ func (j *Jail) KillSeq() uint32 { return j.killSeq }
 // the rules' inodes alive; the reaper holds them so that the jail outlives
 // agent-lock until every jailed process is dead.
 func (j *Jail) LinkFiles() ([]*os.File, error) {
-	fds, ok := linkFDs(j.links)
+	fds, ok := bpfload.LinkFDs(j.links)
 	if !ok {
 		return nil, errors.New("link has no descriptor")
 	}
@@ -963,43 +963,20 @@ func (j *Jail) LinkFiles() ([]*os.File, error) {
 		return nil, err
 	}
 	for _, fd := range fds {
-		f, err := dupFile(fd, "bpf-link")
+		f, err := bpfload.DupFile(fd, "bpf-link")
 		if err != nil {
 			return fail(fmt.Errorf("dup link: %w", err))
 		}
 		files = append(files, f)
 	}
 	for _, p := range j.pins {
-		f, err := dupFile(int(p.Fd()), "rule-root")
+		f, err := bpfload.DupFile(int(p.Fd()), "rule-root")
 		if err != nil {
 			return fail(fmt.Errorf("dup rule root: %w", err))
 		}
 		files = append(files, f)
 	}
 	return files, nil
-}
-
-// linkFDs returns the links' descriptors; ok is false when one has none
-// (a tracepoint's attachment on a kernel without BPF links for them).
-func linkFDs(links []link.Link) (fds []int, ok bool) {
-	for _, l := range links {
-		fdl, ok := l.(interface{ FD() int })
-		if !ok || fdl.FD() < 0 {
-			return nil, false
-		}
-		fds = append(fds, fdl.FD())
-	}
-	return fds, true
-}
-
-// dupFile duplicates fd, close-on-exec and above the standard streams, as
-// a file named name.
-func dupFile(fd int, name string) (*os.File, error) {
-	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(d), name), nil
 }
 
 // pin pins every link under dir.

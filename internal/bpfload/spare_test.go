@@ -1,0 +1,75 @@
+package bpfload
+
+import (
+	"errors"
+	"sync"
+	"testing"
+)
+
+// TestKeeper: a spare is taken only once loaded, each take starts the
+// next load, a failed load leaves none, and what nobody took is freed
+// (at Close, or when a load ends after it).
+func TestKeeper(t *testing.T) {
+	var mu sync.Mutex
+	gate := make(chan struct{})
+	n, freed := 0, map[int]bool{}
+	fail := false
+	load := func() (int, error) {
+		<-gate
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if fail {
+			return 0, errors.New("refused")
+		}
+		return n, nil
+	}
+	free := func(v int) {
+		mu.Lock()
+		defer mu.Unlock()
+		freed[v] = true
+	}
+	var readied []error
+	k := NewKeeper(load, free, func(_ int, err error) { readied = append(readied, err) })
+	if _, ok := k.Take(); ok {
+		t.Fatal("a spare was taken while it loaded")
+	}
+	gate <- struct{}{}
+	k.Wait()
+	v, ok := k.Take()
+	if !ok || v != 1 {
+		t.Fatalf("Take = %d, %v; want the first load", v, ok)
+	}
+	// The next load started with the take; it fails.
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	gate <- struct{}{}
+	k.Wait()
+	if _, ok := k.Take(); ok {
+		t.Fatal("a failed load was taken")
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	gate <- struct{}{}
+	k.Wait()
+	// The third is taken; the fourth, held at Close, is freed then.
+	if _, ok := k.Take(); !ok {
+		t.Fatal("no spare after a failed load")
+	}
+	gate <- struct{}{}
+	k.Wait()
+	k.Close()
+	if _, ok := k.Take(); ok {
+		t.Fatal("a spare was taken after Close")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !freed[4] || freed[1] || freed[3] {
+		t.Errorf("freed %v: want the fourth load only (the first and third were taken)", freed)
+	}
+	if len(readied) != 4 || readied[1] == nil || readied[0] != nil {
+		t.Errorf("ready was told %v", readied)
+	}
+}
