@@ -18,9 +18,11 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-lock/agent-lock/internal/bpfload"
 	"github.com/agent-lock/agent-lock/internal/daemon"
 	"github.com/agent-lock/agent-lock/internal/engine/bpflsm"
 	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/netcell"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
 
@@ -314,55 +316,113 @@ func (r *relay) close() {
 }
 
 // Spares keeps the programs of the next session loaded ahead, for the
-// daemon (jail.Keeper): of the engine auto would pick here, the BPF LSM's
-// hooks or, where this kernel refused them, the Landlock engine's
-// observers. A session of the other engine loads its own.
-type Spares struct{ k *jail.Keeper }
+// daemon: the engine's (jail.Keeper: of the engine auto would pick here,
+// the BPF LSM's hooks or, where this kernel refused them, the Landlock
+// engine's observers; a session of the other engine loads its own), and
+// the network's (netcell.Ahead), which every session uses.
+type Spares struct {
+	jail *jail.Keeper
+	net  *bpfload.Keeper[*netcell.Loaded]
+}
 
-// newSpares starts the first load; log says why a load failed.
+// spareDesc is what a session is told of its spares (Caller.Spare): each
+// one's description, the engine's descriptors first, then the network's.
+type spareDesc struct {
+	Jail    json.RawMessage `json:",omitempty"`
+	JailFDs int             `json:",omitempty"`
+	Net     json.RawMessage `json:",omitempty"`
+}
+
+// newSpares starts the first loads; log says how each ended.
 func newSpares(log func(format string, args ...any)) *Spares {
-	return &Spares{k: jail.NewKeeper(bpflsm.RefusedThisBoot, log)}
+	netReady := func(p *netcell.Loaded, err error) {
+		if err != nil {
+			log("the next session's network programs could not be loaded ahead (it loads its own): %v", err)
+			return
+		}
+		log("the next session's network programs are ready, loaded in %v", p.LoadTime().Round(time.Millisecond))
+	}
+	return &Spares{
+		jail: jail.NewKeeper(bpflsm.RefusedThisBoot, log),
+		net:  bpfload.NewKeeper(netcell.Ahead, (*netcell.Loaded).Close, netReady),
+	}
 }
 
-// Next is daemon.Server.Spare: the spare's description and descriptors,
-// and what frees the daemon's copies once the session started.
+// Next is daemon.Server.Spare: the spares' description and descriptors,
+// and what frees the daemon's copies once the session started. Either may
+// be missing (loading still): the session loads that one itself.
 func (s *Spares) Next() (desc []byte, files []*os.File, done func()) {
-	none := func() {}
-	sp := s.k.Take()
-	if sp == nil {
-		return nil, nil, none
-	}
-	// The descriptors handed are duplicates: they keep the objects.
-	h, files, err := sp.Hand()
-	sp.Close()
-	if err != nil {
-		return nil, nil, none
-	}
-	desc, err = json.Marshal(h)
-	if err != nil {
-		for _, f := range files {
-			f.Close()
+	var d spareDesc
+	if sp := s.jail.Take(); sp != nil {
+		// The descriptors handed are duplicates: they keep the objects.
+		h, fs, err := sp.Hand()
+		sp.Close()
+		if err == nil {
+			if d.Jail, err = json.Marshal(h); err == nil {
+				files, d.JailFDs = fs, len(fs)
+			}
 		}
-		return nil, nil, none
-	}
-	return desc, files, func() {
-		for _, f := range files {
-			f.Close()
+		if err != nil {
+			closeFiles(fs)
 		}
+	}
+	if p, ok := s.net.Take(); ok {
+		h, fs, err := p.Hand()
+		p.Close()
+		if err == nil {
+			if d.Net, err = json.Marshal(h); err == nil {
+				files = append(files, fs...)
+			}
+		}
+		if err != nil {
+			closeFiles(fs)
+		}
+	}
+	free := func() { closeFiles(files) }
+	if d.Jail == nil && d.Net == nil {
+		return nil, nil, free
+	}
+	desc, err := json.Marshal(d)
+	if err != nil {
+		free()
+		return nil, nil, func() {}
+	}
+	return desc, files, free
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
 	}
 }
 
-// Close frees the spare held.
-func (s *Spares) Close() { s.k.Close() }
+// Close frees the spares held.
+func (s *Spares) Close() {
+	s.jail.Close()
+	s.net.Close()
+}
 
 // adoptSpare takes the programs the daemon loaded ahead for this session
-// (desc, descriptors from fd on): the engine's start attaches them when
-// they fit its cell. A spare that cannot be taken is only slower.
+// (desc, descriptors from fd on): the engine's start and the network's
+// use them. A spare that cannot be taken is only slower: its programs are
+// loaded again.
 func adoptSpare(desc []byte, fd int, warn func(format string, args ...any)) {
 	if len(desc) == 0 {
 		return
 	}
-	if err := jail.Adopt(desc, fd); err != nil && warn != nil {
+	var d spareDesc
+	if err := json.Unmarshal(desc, &d); err != nil {
 		warn("the programs loaded ahead: %v (loading them again)", err)
+		return
+	}
+	if d.Jail != nil {
+		if err := jail.Adopt(d.Jail, fd); err != nil {
+			warn("the programs loaded ahead: %v (loading them again)", err)
+		}
+	}
+	if d.Net != nil {
+		if err := netcell.Adopt(d.Net, fd+d.JailFDs); err != nil {
+			warn("the network programs loaded ahead: %v (loading them again)", err)
+		}
 	}
 }

@@ -57,7 +57,12 @@ func TestDaemon(t *testing.T) {
 		for range 600 {
 			// Ready since the last session took the one before.
 			log := dlog()
-			if i := strings.LastIndex(log, "programs are ready: "); i >= 0 && i > strings.LastIndex(log, "agent-lock daemon: session ") {
+			last := strings.LastIndex(log, "agent-lock daemon: session ")
+			if strings.LastIndex(log, "network programs are ready") <= last {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			if i := strings.LastIndex(log, "programs are ready: "); i >= 0 && i > last {
 				what, _, _ := strings.Cut(log[i+len("programs are ready: "):], ",")
 				return aheadFor[what]
 			}
@@ -101,6 +106,10 @@ exit 3
 			out, err := asUser(sock, "--headless", "--engine", engine, "--env", "ANTHROPIC_API_KEY", "--report", rep, ".", "--", "myagent").CombinedOutput()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
 				t.Fatalf("the agent's exit status 3 did not come back (%v):\n%s", err, out)
+			}
+			// The network's programs, which every session uses.
+			if r, _ := os.ReadFile(rep); !strings.Contains(string(r), `"step":"network_load_ahead"`) {
+				t.Errorf("the session did not take the network programs the daemon loaded ahead of it:\n%s\n%s", out, r)
 			}
 			if r, _ := os.ReadFile(rep); readyFor == engine {
 				tookAhead = true

@@ -6,4 +6,4 @@ package netcell
 // kernel's UAPI (linux/bpf.h), not vmlinux.h: cgroup programs see the
 // stable bpf_sock_addr/bpf_sock/__sk_buff views, nothing of the kernel's
 // own structs.
-//go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target bpfel -type net_event -type net_op -type net_verdict -type net_kind -type net_counter -type dest_key -type grant_key -type grant -type sock_info -type peer_key -type own_key netcell bpf/netcell.bpf.c -- -Ibpf -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror" -target bpfel -type net_event -type net_op -type net_verdict -type net_mode -type net_kind -type net_counter -type dest_key -type grant_key -type grant -type sock_info -type peer_key -type own_key netcell bpf/netcell.bpf.c -- -Ibpf -I/usr/include/x86_64-linux-gnu

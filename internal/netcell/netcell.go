@@ -30,7 +30,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/bpfload"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
@@ -57,14 +56,19 @@ type Config struct {
 
 // Cell is a cgroup's network, confined.
 type Cell struct {
-	cfg    Config
-	objs   netcellObjects
-	links  []link.Link
-	reader *ringbuf.Reader
-	rec    *records
-	res    *resolver
-	fwd    *forwarder
-	pinDir string
+	cfg  Config
+	objs objects
+	// loadTime is what getting the programs took: their verification,
+	// or taking them when they were verified ahead of the cell (the
+	// daemon's spare: ahead).
+	loadTime time.Duration
+	ahead    bool
+	links    []link.Link
+	reader   *ringbuf.Reader
+	rec      *records
+	res      *resolver
+	fwd      *forwarder
+	pinDir   string
 
 	events chan Event
 	failed chan error
@@ -97,11 +101,6 @@ func Open(cfg Config) (c *Cell, err error) {
 			c = nil
 		}
 	}()
-	// As internal/jail: kernels before 5.11 charge BPF memory to
-	// RLIMIT_MEMLOCK; best effort.
-	inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
-	unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf)
-
 	open := cfg.Policy.Mode == netpolicy.Open
 	var ports [4]uint16 // resolver 4, 6, forwarder 4, 6
 	if !open {
@@ -116,10 +115,14 @@ func Open(cfg Config) (c *Cell, err error) {
 		ports = [4]uint16{c.res.port4, c.res.port6, c.fwd.port4, c.fwd.port6}
 	}
 
-	spec, err := loadNetcell()
-	if err != nil {
-		return c, fmt.Errorf("load network programs: %w", err)
+	loading := time.Now()
+	p := takeAdopted()
+	if p == nil {
+		if p, err = load(false); err != nil {
+			return c, err
+		}
 	}
+	c.loadTime, c.ahead = time.Since(loading), p.ahead
 	mode := netcellNetModeNET_MODE_POLICY
 	if open {
 		mode = netcellNetModeNET_MODE_OPEN
@@ -128,31 +131,24 @@ func Open(cfg Config) (c *Cell, err error) {
 	if cfg.Audit {
 		audit = 1
 	}
-	for name, v := range map[string]any{
-		"resolver_port4": ports[0], "resolver_port6": ports[1],
-		"forward_port4": ports[2], "forward_port6": ports[3],
-		"mode": mode, "audit": audit,
-	} {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return c, fmt.Errorf("load network programs: no variable %s", name)
-		}
-		if err := vs.Set(v); err != nil {
-			return c, fmt.Errorf("load network programs: %s: %w", name, err)
-		}
+	settings := netcellNetSettings{
+		ResolverPort4: ports[0], ResolverPort6: ports[1],
+		ForwardPort4: ports[2], ForwardPort6: ports[3],
+		Mode: uint32(mode), Audit: audit,
 	}
-	coll, err := bpfload.Collection(spec, nil)
+	// Written before the programs are attached (below): no socket of the
+	// cell ever meets them unset.
+	err = p.coll.Maps[settingsMap].Put(uint32(0), settings)
 	if err == nil {
-		// What objs does not name is closed with the collection.
-		err = coll.Assign(&c.objs)
-		coll.Close()
+		err = p.coll.Assign(&c.objs.netcellPrograms)
 	}
+	if err == nil {
+		err = p.coll.Assign(&c.objs.netcellMaps)
+	}
+	// What objs does not name is closed with the collection.
+	p.close()
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return c, fmt.Errorf("load network programs: %+v", ve)
-		}
-		return c, fmt.Errorf("load network programs: %w", err)
+		return c, fmt.Errorf("the network programs: %w", err)
 	}
 	c.rec = &records{handed: c.objs.Handed, policy: cfg.Policy, byAddr: map[netip.Addr][]string{}}
 	if err := c.grantAddresses(); err != nil {
@@ -174,7 +170,7 @@ func Open(cfg Config) (c *Cell, err error) {
 		cell.servers.Wait()
 		close(cell.events)
 	}()
-	if err := c.attach(spec); err != nil {
+	if err := c.attach(); err != nil {
 		return c, err
 	}
 	if cfg.PinDir != "" {
@@ -188,7 +184,11 @@ func Open(cfg Config) (c *Cell, err error) {
 // attach puts every program on the cell's cgroup. The cgroup is empty
 // while this runs (the caller starts nothing in it before Open returns),
 // so no socket of the cell ever exists without all of them.
-func (c *Cell) attach(spec *ebpf.CollectionSpec) error {
+func (c *Cell) attach() error {
+	spec, err := parsed()
+	if err != nil {
+		return fmt.Errorf("network programs: %w", err)
+	}
 	progs := map[string]*ebpf.Program{
 		"connect4": c.objs.Connect4, "connect6": c.objs.Connect6,
 		"sendmsg4": c.objs.Sendmsg4, "sendmsg6": c.objs.Sendmsg6,
@@ -255,20 +255,27 @@ func (c *Cell) pin(dir string) error {
 // LinkFiles returns duplicates of the links' descriptors, for a process
 // that must keep the programs attached (the session's reaper).
 func (c *Cell) LinkFiles() ([]*os.File, error) {
+	fds, ok := bpfload.LinkFDs(c.links)
+	if !ok {
+		return nil, errors.New("network link has no descriptor")
+	}
 	var files []*os.File
-	for _, l := range c.links {
-		fdl, ok := l.(interface{ FD() int })
-		if !ok {
-			return nil, errors.New("network link has no descriptor")
-		}
-		fd, err := unix.FcntlInt(uintptr(fdl.FD()), unix.F_DUPFD_CLOEXEC, 3)
+	for _, fd := range fds {
+		f, err := bpfload.DupFile(fd, "bpf-link")
 		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
 			return nil, fmt.Errorf("dup network link: %w", err)
 		}
-		files = append(files, os.NewFile(uintptr(fd), "bpf-link"))
+		files = append(files, f)
 	}
 	return files, nil
 }
+
+// Load says how long getting the programs took this cell, and whether
+// they were verified ahead of it (the daemon's spare, Adopt).
+func (c *Cell) Load() (time.Duration, bool) { return c.loadTime, c.ahead }
 
 // Events is the stream of what the cell's network did: refusals, and
 // allowed connections and queries (a caller samples those). It closes
@@ -390,6 +397,7 @@ func (c *Cell) Close() {
 			}()
 		}
 		c.readers.Wait()
-		c.objs.Close()
+		c.objs.netcellPrograms.Close()
+		c.objs.netcellMaps.Close()
 	})
 }

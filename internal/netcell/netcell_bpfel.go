@@ -82,6 +82,16 @@ const (
 	netcellNetOpNET_OP_SOCKET  netcellNetOp = 3
 )
 
+type netcellNetSettings struct {
+	_             structs.HostLayout
+	ResolverPort4 uint16
+	ResolverPort6 uint16
+	ForwardPort4  uint16
+	ForwardPort6  uint16
+	Mode          uint32
+	Audit         uint32
+}
+
 type netcellNetVerdict uint32
 
 const (
@@ -145,12 +155,7 @@ const (
 	netcellProgSendmsg6      = "sendmsg6"
 	netcellProgSockCreate    = "sock_create"
 	netcellProgSockRelease   = "sock_release"
-	netcellVarAudit          = "audit"
-	netcellVarForwardPort4   = "forward_port4"
-	netcellVarForwardPort6   = "forward_port6"
-	netcellVarMode           = "mode"
-	netcellVarResolverPort4  = "resolver_port4"
-	netcellVarResolverPort6  = "resolver_port6"
+	netcellVarNet            = "net"
 	netcellVarUnusedNetEnums = "unused_net_enums"
 	netcellVarUnusedNetEvent = "unused_net_event"
 )
@@ -231,12 +236,7 @@ type netcellMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netcellVariableSpecs struct {
-	Audit          *ebpf.VariableSpec `ebpf:"audit"`
-	ForwardPort4   *ebpf.VariableSpec `ebpf:"forward_port4"`
-	ForwardPort6   *ebpf.VariableSpec `ebpf:"forward_port6"`
-	Mode           *ebpf.VariableSpec `ebpf:"mode"`
-	ResolverPort4  *ebpf.VariableSpec `ebpf:"resolver_port4"`
-	ResolverPort6  *ebpf.VariableSpec `ebpf:"resolver_port6"`
+	Net            *ebpf.VariableSpec `ebpf:"net"`
 	UnusedNetEnums *ebpf.VariableSpec `ebpf:"unused_net_enums"`
 	UnusedNetEvent *ebpf.VariableSpec `ebpf:"unused_net_event"`
 }
@@ -290,12 +290,7 @@ func (m *netcellMaps) Close() error {
 //
 // It can be passed to loadNetcellObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netcellVariables struct {
-	Audit          *ebpf.Variable `ebpf:"audit"`
-	ForwardPort4   *ebpf.Variable `ebpf:"forward_port4"`
-	ForwardPort6   *ebpf.Variable `ebpf:"forward_port6"`
-	Mode           *ebpf.Variable `ebpf:"mode"`
-	ResolverPort4  *ebpf.Variable `ebpf:"resolver_port4"`
-	ResolverPort6  *ebpf.Variable `ebpf:"resolver_port6"`
+	Net            *ebpf.Variable `ebpf:"net"`
 	UnusedNetEnums *ebpf.Variable `ebpf:"unused_net_enums"`
 	UnusedNetEvent *ebpf.Variable `ebpf:"unused_net_event"`
 }

@@ -133,7 +133,18 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 	// first process it also matches the kill count that would kill it at
 	// birth (killedAtBirth).
 	nc, err := openNet(cg, np, s.Audit, warn)
-	step("network")
+	network := step("")
+	if nc != nil {
+		// The programs' load (or the daemon's, made ahead) and the rest.
+		d, ahead := nc.Load()
+		name := "network_load"
+		if ahead {
+			name = "network_load_ahead"
+		}
+		steps = append(steps, report.Step{Name: name, Time: d})
+		network -= d
+	}
+	steps = append(steps, report.Step{Name: "network", Time: max(network, 0)})
 	if err != nil {
 		abandon()
 		cg.Close()

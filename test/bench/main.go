@@ -843,12 +843,13 @@ func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 		for range 600 {
 			// Ready since the last session took the one before.
 			l := log()
-			if i := strings.LastIndex(l, "programs are ready"); i >= 0 && i > strings.LastIndex(l, "agent-lock daemon: session ") {
+			last := strings.LastIndex(l, "agent-lock daemon: session ")
+			if strings.LastIndex(l, "programs are ready: ") > last && strings.LastIndex(l, "network programs are ready") > last {
 				return nil
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		return fmt.Errorf("the daemon loaded no programs ahead in two minutes: %s", log())
+		return fmt.Errorf("the daemon loaded no programs ahead (the engine's and the network's) in two minutes: %s", log())
 	}
 	return b.startupAs(ctx, kernel, "startup-daemon", "as the user, through the daemon, its programs loaded ahead", r, ready, func(res testenv.Result) error {
 		sessions++
@@ -856,8 +857,10 @@ func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 			return fmt.Errorf("the daemon started %d sessions, not %d: %s", n, sessions, testenv.Tail(res.Output, 5))
 		}
 		// The programs the daemon loaded ahead, not the session's own.
-		if res.Report.Start == nil || !slices.ContainsFunc(res.Report.Start.Steps, func(s testenv.Step) bool { return s.Name == "load_ahead" }) {
-			return fmt.Errorf("the session loaded its own programs: %s", testenv.Tail(res.Output, 5))
+		for _, ahead := range []string{"load_ahead", "network_load_ahead"} {
+			if res.Report.Start == nil || !slices.ContainsFunc(res.Report.Start.Steps, func(s testenv.Step) bool { return s.Name == ahead }) {
+				return fmt.Errorf("the session loaded its own programs (no step %s): %s", ahead, testenv.Tail(res.Output, 5))
+			}
 		}
 		return nil
 	})

@@ -59,15 +59,10 @@ const struct net_enums *unused_net_enums __attribute__((unused));
 #define LOOPBACK4 0x7f000001 /* 127.0.0.1, host order */
 #define ECONNREFUSED 111
 
-/* Set by the loader before the load (rodata). Ports in host order; 0 for
- * a listener that could not be opened (IPv6 disabled): the redirect then
- * fails closed. */
-volatile const __u16 resolver_port4;
-volatile const __u16 resolver_port6;
-volatile const __u16 forward_port4;
-volatile const __u16 forward_port6;
-volatile const enum net_mode mode;
-volatile const __u32 audit;
+/* The cell's settings (netcell.h), in their own map (.data.net): written
+ * from outside after the load, hence volatile. Until written every field
+ * is 0: policy mode, no grant, every redirect refused. */
+volatile struct net_settings net SEC(".data.net") = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -281,8 +276,8 @@ static __always_inline int redirect(struct bpf_sock_addr *ctx, int v6, const __u
 {
 	struct bpf_sock *sk = ctx->sk;
 	struct sock_info *info;
-	__u16 to4 = kind == NET_KIND_DNS ? resolver_port4 : forward_port4;
-	__u16 to6 = kind == NET_KIND_DNS ? resolver_port6 : forward_port6;
+	__u16 to4 = kind == NET_KIND_DNS ? net.resolver_port4 : net.forward_port4;
+	__u16 to6 = kind == NET_KIND_DNS ? net.resolver_port6 : net.forward_port6;
 	__u16 to;
 
 	if (!sk)
@@ -332,8 +327,8 @@ static __always_inline int redirect(struct bpf_sock_addr *ctx, int v6, const __u
 static __always_inline int refuse(struct bpf_sock_addr *ctx, __u8 op, const __u32 a[4], __u16 port, __u16 proto)
 {
 	count(NET_C_REFUSED);
-	emit(op, audit ? NET_AUDIT : NET_REFUSED, a, port, ctx->family, ctx->type, proto, 0);
-	return audit ? 1 : 0;
+	emit(op, net.audit ? NET_AUDIT : NET_REFUSED, a, port, ctx->family, ctx->type, proto, 0);
+	return net.audit ? 1 : 0;
 }
 
 static __always_inline int decide(struct bpf_sock_addr *ctx, int v6, __u8 op)
@@ -346,7 +341,7 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, int v6, __u8 op)
 
 	ctx_addr(ctx, v6, a);
 
-	if (mode == NET_MODE_OPEN) {
+	if (net.mode == NET_MODE_OPEN) {
 		if (is_loopback(a) && loopback_peer(ctx, a, port, proto) != PEER_OTHER) {
 			count(NET_C_ALLOWED);
 			return 1;
@@ -389,7 +384,7 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, int v6, __u8 op)
 		/* Nobody listens: the kernel would refuse it (ECONNREFUSED), so
 		 * do that, unreported: a client polling for its own server to
 		 * come up is not an escape. */
-		if (audit)
+		if (net.audit)
 			return 1;
 		bpf_set_retval(-ECONNREFUSED);
 		return 0;
@@ -433,7 +428,7 @@ static __always_inline struct sock_info *redirected(struct bpf_sock_addr *ctx, i
 	ctx_addr(ctx, v6, a);
 	if (!is_loopback(a))
 		return 0;
-	if (port != resolver_port4 && port != resolver_port6 && port != forward_port4 && port != forward_port6)
+	if (port != net.resolver_port4 && port != net.resolver_port6 && port != net.forward_port4 && port != net.forward_port6)
 		return 0;
 	return bpf_sk_storage_get(&socks, ctx->sk, 0, 0);
 }
@@ -506,8 +501,8 @@ int egress(struct __sk_buff *skb)
 	if (!sk)
 		return 1;
 	dport = bpf_ntohs(sk->dst_port);
-	if (!dport || (dport != resolver_port4 && dport != resolver_port6 && dport != forward_port4 &&
-		       dport != forward_port6))
+	if (!dport || (dport != net.resolver_port4 && dport != net.resolver_port6 && dport != net.forward_port4 &&
+		       dport != net.forward_port6))
 		return 1;
 	info = bpf_sk_storage_get(&socks, sk, 0, 0);
 	if (!info || info->mapped)
@@ -534,14 +529,14 @@ int sock_create(struct bpf_sock *ctx)
 		return 1;
 	if (type == SOCK_DGRAM && proto == IPPROTO_UDP)
 		return 1;
-	if (mode == NET_MODE_OPEN) {
+	if (net.mode == NET_MODE_OPEN) {
 		count(NET_C_REFUSED);
 		emit(NET_OP_SOCKET, NET_OPEN, a, 0, family, type, proto, 0);
 		return 1;
 	}
 	count(NET_C_REFUSED);
-	emit(NET_OP_SOCKET, audit ? NET_AUDIT : NET_REFUSED, a, 0, family, type, proto, 0);
-	return audit ? 1 : 0;
+	emit(NET_OP_SOCKET, net.audit ? NET_AUDIT : NET_REFUSED, a, 0, family, type, proto, 0);
+	return net.audit ? 1 : 0;
 }
 
 /* The cell's own servers on loopback: recorded when bound (the port is

@@ -42,10 +42,25 @@ enum net_counter {
 	NET_C_MAX,
 };
 
-/* The loader's mode (the rodata variable net_mode). */
+/* The cell's mode (net_settings.mode). Policy is 0: settings never
+ * written open nothing. */
 enum net_mode {
 	NET_MODE_POLICY = 0, /* grants and handed-out addresses only */
 	NET_MODE_OPEN,       /* everything, reported (--net open) */
+};
+
+/* The cell's settings (netcell.bpf.c: net), written by the loader after
+ * the load and before the programs are attached to the cell's cgroup, so
+ * that a load can be verified before its cell exists (the daemon keeps one
+ * ahead). Ports in host order; 0 for a listener that could not be opened
+ * (IPv6 disabled): the redirect then fails closed. */
+struct net_settings {
+	__u16 resolver_port4;
+	__u16 resolver_port6;
+	__u16 forward_port4;
+	__u16 forward_port6;
+	enum net_mode mode;
+	__u32 audit;
 };
 
 /* grant.flags */

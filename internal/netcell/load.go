@@ -1,0 +1,150 @@
+package netcell
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/bpfload"
+)
+
+// The programs' load: the kernel's verifier, the same for every cell (the
+// cell's settings are written after it, bpf/netcell.h: net_settings), so
+// that the daemon can verify the next session's ahead (Ahead), hand them
+// to its agent-lock (Hand) and that process take them (Adopt) for Open.
+
+// objects are a load's programs and maps, as Open keeps them.
+type objects struct {
+	netcellPrograms
+	netcellMaps
+}
+
+// settingsMap holds the cell's settings (bpf/netcell.bpf.c: net).
+const settingsMap = ".data.net"
+
+// parsed is the programs' object, parsed once: the load copies it, the
+// attach reads the programs' attach types in it.
+var parsed = sync.OnceValues(loadNetcell)
+
+// objectSum names the programs' object, so that a process never adopts
+// programs another build loaded.
+var objectSum = sync.OnceValue(func() uint32 { return crc32.ChecksumIEEE(_NetcellBytes) })
+
+// Loaded is a verified load of the network programs, attached to nothing
+// and no cell's settings written.
+type Loaded struct {
+	coll     *ebpf.Collection
+	loadTime time.Duration
+	ahead    bool
+}
+
+func (p *Loaded) close() { p.coll.Close() }
+
+// Close frees the load (once handed on, the receiver holds its own).
+func (p *Loaded) Close() { p.close() }
+
+// Ahead loads the programs for a cell that has not asked yet (the
+// daemon's spare), at the idle scheduling class (bpfload.Idle).
+func Ahead() (*Loaded, error) { return load(true) }
+
+func load(idle bool) (*Loaded, error) {
+	// As internal/jail: kernels before 5.11 charge BPF memory to
+	// RLIMIT_MEMLOCK; best effort.
+	inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf)
+	spec, err := parsed()
+	if err != nil {
+		return nil, fmt.Errorf("load network programs: %w", err)
+	}
+	start := time.Now()
+	verify := bpfload.Collection
+	if idle {
+		verify = bpfload.Idle
+	}
+	coll, err := verify(spec.Copy(), nil)
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load network programs: %+v", ve)
+		}
+		return nil, fmt.Errorf("load network programs: %w", err)
+	}
+	if coll.Maps[settingsMap] == nil {
+		coll.Close()
+		return nil, errors.New("load network programs: no map of the cell's settings")
+	}
+	return &Loaded{coll: coll, loadTime: time.Since(start), ahead: idle}, nil
+}
+
+// LoadTime is how long the verification took.
+func (p *Loaded) LoadTime() time.Duration { return p.loadTime }
+
+// Handed describes a load passed to another process as descriptors
+// (bpfload.Handed).
+type Handed struct {
+	bpfload.Handed
+	LoadNS int64
+}
+
+// Hand returns the load's description and its objects as files, in
+// Handed's order, for another process to Adopt. The files are duplicates:
+// the caller closes them and the load once the process started.
+func (p *Loaded) Hand() (Handed, []*os.File, error) {
+	bh, files, err := bpfload.Hand(p.coll, nil, nil, objectSum())
+	if err != nil {
+		return Handed{}, nil, err
+	}
+	return Handed{Handed: bh, LoadNS: p.loadTime.Nanoseconds()}, files, nil
+}
+
+// adopted is the load this process was handed, until Open takes it.
+var adopted struct {
+	sync.Mutex
+	p *Loaded
+}
+
+// Adopt takes the load described by manifest (Handed, as JSON), whose
+// objects are this process's descriptors from first on. They are made
+// close-on-exec at once: nothing this process starts may hold them. The
+// next Open uses it.
+func Adopt(manifest []byte, first int) error {
+	var h Handed
+	if err := json.Unmarshal(manifest, &h); err != nil {
+		return fmt.Errorf("the network programs' description: %w", err)
+	}
+	coll, _, links, err := bpfload.Adopt(h.Handed, first, objectSum())
+	if err != nil {
+		return fmt.Errorf("the network programs loaded ahead: %w", err)
+	}
+	for _, l := range links {
+		l.Close()
+	}
+	p := &Loaded{coll: coll, loadTime: time.Duration(h.LoadNS), ahead: true}
+	if coll.Maps[settingsMap] == nil || len(links) > 0 {
+		p.close()
+		return errors.New("the network programs loaded ahead are not this build's")
+	}
+	adopted.Lock()
+	defer adopted.Unlock()
+	if adopted.p != nil {
+		adopted.p.close()
+	}
+	adopted.p = p
+	return nil
+}
+
+// takeAdopted returns the adopted load, once.
+func takeAdopted() *Loaded {
+	adopted.Lock()
+	defer adopted.Unlock()
+	p := adopted.p
+	adopted.p = nil
+	return p
+}

@@ -1,0 +1,82 @@
+package netcell
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/agent-lock/agent-lock/internal/bpfload"
+	"github.com/agent-lock/agent-lock/internal/netpolicy"
+)
+
+const aheadChild = "AGENT_LOCK_NETCELL_AHEAD"
+
+// TestAheadHandedOn: programs a Keeper verified ahead are handed to
+// another process as descriptors (as the daemon hands them to a session's
+// agent-lock), which opens a cell with them: the cell's load is the one
+// made ahead, its settings written then (the self-test passes in policy
+// mode, which refuses, and in open mode, which lets through and reports),
+// and nothing the process starts holds the descriptors.
+func TestAheadHandedOn(t *testing.T) {
+	if mode := os.Getenv(aheadChild); mode != "" {
+		aheadCell(t, mode)
+		return
+	}
+	needRoot(t)
+	k := bpfload.NewKeeper(Ahead, (*Loaded).Close, nil)
+	defer k.Close()
+	for _, mode := range []string{"policy", "open"} {
+		t.Run(mode, func(t *testing.T) {
+			k.Wait()
+			p, ok := k.Take()
+			if !ok {
+				t.Fatal("no programs loaded ahead")
+			}
+			h, files, err := p.Hand()
+			p.Close() // the descriptors handed keep the objects
+			if err != nil {
+				t.Fatal(err)
+			}
+			desc, err := json.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestAheadHandedOn$", "-test.v")
+			cmd.Env = append(os.Environ(), aheadChild+"="+mode, "AGENT_LOCK_NETCELL_DESC="+string(desc))
+			cmd.ExtraFiles = files
+			out, err := cmd.CombinedOutput()
+			for _, f := range files {
+				f.Close()
+			}
+			if err != nil || !strings.Contains(string(out), "AHEAD-TAKEN") {
+				t.Fatalf("the process handed the programs: %v\n%s", err, out)
+			}
+			t.Logf("%s", out)
+		})
+	}
+}
+
+func aheadCell(t *testing.T, mode string) {
+	if err := Adopt([]byte(os.Getenv("AGENT_LOCK_NETCELL_DESC")), 3); err != nil {
+		t.Fatal(err)
+	}
+	held, err := exec.Command("/bin/sh", "-c", `for f in /proc/$$/fd/*; do readlink "$f"; done; true`).Output()
+	if err != nil || strings.Contains(string(held), "bpf") {
+		t.Fatalf("a process started after the programs were taken holds: %v\n%s", err, held)
+	}
+	cfg := Config{Policy: rules(t, "allowed.test")}
+	if mode == "open" {
+		cfg.Policy = netpolicy.Policy{Mode: netpolicy.Open}
+	}
+	c, dir := openCell(t, cfg)
+	if d, ahead := c.Load(); !ahead {
+		t.Fatalf("the cell loaded its own programs (%v)", d)
+	}
+	if err := c.Probe(context.Background(), int(dir.Fd()), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("AHEAD-TAKEN")
+}
