@@ -10,7 +10,9 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/agent-lock/agent-lock/internal/daemon"
 	"github.com/agent-lock/agent-lock/internal/engine/bpflsm"
 	"github.com/agent-lock/agent-lock/internal/jail"
+	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/netcell"
 	"github.com/agent-lock/agent-lock/internal/session"
 )
@@ -323,6 +326,8 @@ func (r *relay) close() {
 type Spares struct {
 	jail *jail.Keeper
 	net  *bpfload.Keeper[*netcell.Loaded]
+	// warmed delivers what ends warmNetwork's.
+	warmed chan func()
 }
 
 // spareDesc is what a session is told of its spares (Caller.Spare): each
@@ -342,9 +347,45 @@ func newSpares(log func(format string, args ...any)) *Spares {
 		}
 		log("the next session's network programs are ready, loaded in %v", p.LoadTime().Round(time.Millisecond))
 	}
-	return &Spares{
-		jail: jail.NewKeeper(bpflsm.RefusedThisBoot, log),
-		net:  bpfload.NewKeeper(netcell.Ahead, (*netcell.Loaded).Close, netReady),
+	s := &Spares{
+		jail:   jail.NewKeeper(bpflsm.RefusedThisBoot, log),
+		net:    bpfload.NewKeeper(netcell.Ahead, (*netcell.Loaded).Close, netReady),
+		warmed: make(chan func()),
+	}
+	go func() { s.warmed <- warmNetwork(log) }()
+	return s
+}
+
+// warmNetwork keeps the network's hooks on (netcell.Warm) in an empty
+// cgroup of its own beside the cells, and returns what ends it.
+func warmNetwork(log func(format string, args ...any)) func() {
+	facts, err := kernel.Probe()
+	if err != nil || facts.Cgroup2 == "" {
+		return func() {}
+	}
+	base := filepath.Join(facts.Cgroup2, "agent-lock")
+	os.Mkdir(base, 0o755)
+	// Those of daemons gone: their programs went with them.
+	old, _ := filepath.Glob(filepath.Join(base, "warm-*"))
+	for _, p := range old {
+		if pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(p), "warm-")); err == nil && unix.Kill(pid, 0) == unix.ESRCH {
+			os.Remove(p)
+		}
+	}
+	p := filepath.Join(base, fmt.Sprintf("warm-%d", os.Getpid()))
+	if err := os.Mkdir(p, 0o755); err != nil {
+		log("the network's hooks are not kept on (each session turns them on): %v", err)
+		return func() {}
+	}
+	w, err := netcell.Warm(p)
+	if err != nil {
+		os.Remove(p)
+		log("the network's hooks are not kept on (each session turns them on): %v", err)
+		return func() {}
+	}
+	return func() {
+		w.Close()
+		os.Remove(p)
 	}
 }
 
@@ -400,6 +441,7 @@ func closeFiles(files []*os.File) {
 func (s *Spares) Close() {
 	s.jail.Close()
 	s.net.Close()
+	(<-s.warmed)()
 }
 
 // adoptSpare takes the programs the daemon loaded ahead for this session

@@ -3,10 +3,13 @@ package netcell
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf/link"
 
 	"github.com/agent-lock/agent-lock/internal/bpfload"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
@@ -79,4 +82,53 @@ func aheadCell(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	t.Log("AHEAD-TAKEN")
+}
+
+// TestWarm: the programs Warm keeps are attached to its cgroup, one for
+// each of the cell's hooks, while processes outside it keep their network
+// and a cell opened meanwhile passes its self-test; Close detaches them.
+func TestWarm(t *testing.T) {
+	needRoot(t)
+	path, dir := testCgroup(t)
+	w, err := Warm(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attached := func() int {
+		n := 0
+		for _, name := range ProgramNames {
+			q, err := link.QueryPrograms(link.QueryOptions{Target: int(dir.Fd()), Attach: spec.Programs[name].AttachType})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(q.Programs)
+		}
+		return n
+	}
+	if n := attached(); n != len(ProgramNames) {
+		t.Errorf("%d programs attached to the warm cgroup, want %d", n, len(ProgramNames))
+	}
+	// Outside: this process's own loopback connection.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("a process outside the warm cgroup lost its network: %v", err)
+	}
+	conn.Close()
+	c, cdir := openCell(t, Config{Policy: rules(t, "allowed.test")})
+	if err := c.Probe(context.Background(), int(cdir.Fd()), nil); err != nil {
+		t.Fatalf("a cell beside the warm programs: %v", err)
+	}
+	w.Close()
+	if n := attached(); n != 0 {
+		t.Errorf("%d programs still attached after Close", n)
+	}
 }

@@ -185,10 +185,6 @@ func Open(cfg Config) (c *Cell, err error) {
 // while this runs (the caller starts nothing in it before Open returns),
 // so no socket of the cell ever exists without all of them.
 func (c *Cell) attach() error {
-	spec, err := parsed()
-	if err != nil {
-		return fmt.Errorf("network programs: %w", err)
-	}
 	progs := map[string]*ebpf.Program{
 		"connect4": c.objs.Connect4, "connect6": c.objs.Connect6,
 		"sendmsg4": c.objs.Sendmsg4, "sendmsg6": c.objs.Sendmsg6,
@@ -198,15 +194,30 @@ func (c *Cell) attach() error {
 		"post_bind4": c.objs.PostBind4, "post_bind6": c.objs.PostBind6,
 		"sock_release": c.objs.SockRelease,
 	}
-	for _, name := range ProgramNames {
-		p := progs[name]
-		l, err := link.AttachCgroup(link.CgroupOptions{Path: c.cfg.Cgroup, Attach: spec.Programs[name].AttachType, Program: p})
-		if err != nil {
-			return fmt.Errorf("attach network program %s to the cell: %w", name, err)
-		}
-		c.links = append(c.links, l)
+	var err error
+	c.links, err = attachAll(progs, c.cfg.Cgroup)
+	if err != nil {
+		return fmt.Errorf("the cell: %w", err)
 	}
 	return nil
+}
+
+// attachAll attaches progs (ProgramNames) to the cgroup at path; on an
+// error it returns the links made so far with it, for the caller to close.
+func attachAll(progs map[string]*ebpf.Program, path string) ([]link.Link, error) {
+	spec, err := parsed()
+	if err != nil {
+		return nil, fmt.Errorf("network programs: %w", err)
+	}
+	var links []link.Link
+	for _, name := range ProgramNames {
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: path, Attach: spec.Programs[name].AttachType, Program: progs[name]})
+		if err != nil {
+			return links, fmt.Errorf("attach network program %s: %w", name, err)
+		}
+		links = append(links, l)
+	}
+	return links, nil
 }
 
 // ProgramNames are the cell's network programs, in attach order.
