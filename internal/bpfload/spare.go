@@ -25,7 +25,8 @@ type Keeper[T any] struct {
 	load    func() (T, error)
 	free    func(T)
 	ready   func(T, error)
-	loading chan struct{} // closed when the load under way ends
+	loading chan struct{} // closed when the load under way (or waiting) ends
+	stop    chan struct{} // closed by Close: a load not begun never begins
 	spare   T
 	has     bool
 	closed  bool
@@ -35,19 +36,27 @@ type Keeper[T any] struct {
 // class: Idle), free frees one nobody took, ready (when set) is told how
 // each load ended.
 func NewKeeper[T any](load func() (T, error), free func(T), ready func(T, error)) *Keeper[T] {
-	k := &Keeper[T]{load: load, free: free, ready: ready}
+	k := &Keeper[T]{load: load, free: free, ready: ready, stop: make(chan struct{})}
 	k.mu.Lock()
-	k.refill()
+	k.refill(nil)
 	k.mu.Unlock()
 	return k
 }
 
-// refill starts the next load; k.mu is held.
-func (k *Keeper[T]) refill() {
+// refill starts the next load once after is closed (nil: now); k.mu is
+// held.
+func (k *Keeper[T]) refill(after <-chan struct{}) {
 	done := make(chan struct{})
 	k.loading = done
 	go func() {
 		defer close(done)
+		if after != nil {
+			select {
+			case <-after:
+			case <-k.stop:
+				return
+			}
+		}
 		v, err := k.load()
 		k.mu.Lock()
 		defer k.mu.Unlock()
@@ -64,11 +73,14 @@ func (k *Keeper[T]) refill() {
 	}()
 }
 
-// Take returns the spare and starts loading the next; ok is false while
-// the load is under way (the session loads its own then: the spare's
-// load, at the idle class, would keep it waiting) or when it failed. The
-// caller hands the spare on or frees it.
-func (k *Keeper[T]) Take() (v T, ok bool) {
+// Take returns the spare and loads the next once after is closed (nil:
+// at once): the session that takes it starts meanwhile, which a load
+// beside it would slow (on a machine of few CPUs, and under emulation,
+// whatever its scheduling class). ok is false until the next is loaded
+// (the session loads its own then: the spare's load, at the idle class,
+// would keep it waiting) or when a load failed. The caller hands the
+// spare on or frees it.
+func (k *Keeper[T]) Take(after <-chan struct{}) (v T, ok bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	select {
@@ -82,7 +94,7 @@ func (k *Keeper[T]) Take() (v T, ok bool) {
 	v, ok = k.spare, k.has
 	var zero T
 	k.spare, k.has = zero, false
-	k.refill()
+	k.refill(after)
 	return v, ok
 }
 
@@ -95,10 +107,13 @@ func (k *Keeper[T]) Wait() {
 }
 
 // Close frees the spare held (the daemon is ending); a load under way
-// frees its own when it ends.
+// frees its own when it ends, and one waiting to begin does not.
 func (k *Keeper[T]) Close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if !k.closed {
+		close(k.stop)
+	}
 	k.closed = true
 	if k.has {
 		k.free(k.spare)

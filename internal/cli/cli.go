@@ -212,6 +212,8 @@ func parseRun(args []string, stdout, stderr io.Writer) (o options, code int, ok 
 }
 
 type options struct {
+	// started: session.Options.Started (a session the daemon started).
+	started    func()
 	dir        string
 	command    []string
 	audit      bool

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -124,7 +125,7 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return session.ExitFailed
 	}
 	session.ServeCaller(session.Caller{UID: c.UID, GID: c.GID, Groups: c.Groups, Env: c.Env})
-	adoptSpare(c.Spare, daemon.SpareFD, func(format string, args ...any) {
+	started := adoptSpare(c.Spare, daemon.SpareFD, func(format string, args ...any) {
 		fmt.Fprintf(stderr, "agent-lock: "+format+"\n", args...)
 	})
 	// The client's ^C and ^\ are the agent's: until it runs (and the
@@ -148,6 +149,7 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 			gone = func() { syscall.Kill(os.Getpid(), syscall.SIGHUP) }
 		}
 		go conn.Follow(func(sig syscall.Signal) { syscall.Kill(os.Getpid(), sig) }, gone)
+		o.started = started
 		return run(ctx, o, stdout, stderr)
 	}()
 	conn.Exit(code)
@@ -326,16 +328,26 @@ func (r *relay) close() {
 type Spares struct {
 	jail *jail.Keeper
 	net  *bpfload.Keeper[*netcell.Loaded]
-	// warmed delivers what ends warmNetwork's.
-	warmed chan func()
+	// warm ends warmNetwork's once it is made; closed says Close came
+	// first (it then ends itself).
+	warm struct {
+		sync.Mutex
+		end    func()
+		closed bool
+	}
 }
 
 // spareDesc is what a session is told of its spares (Caller.Spare): each
-// one's description, the engine's descriptors first, then the network's.
+// one's description, the engine's descriptors first, then the network's,
+// then Started's.
 type spareDesc struct {
 	Jail    json.RawMessage `json:",omitempty"`
 	JailFDs int             `json:",omitempty"`
 	Net     json.RawMessage `json:",omitempty"`
+	NetFDs  int             `json:",omitempty"`
+	// Started is a pipe's end the session closes once its agent runs
+	// (or with its end): the next spares are loaded only then.
+	Started bool `json:",omitempty"`
 }
 
 // newSpares starts the first loads; log says how each ended.
@@ -348,11 +360,19 @@ func newSpares(log func(format string, args ...any)) *Spares {
 		log("the next session's network programs are ready, loaded in %v", p.LoadTime().Round(time.Millisecond))
 	}
 	s := &Spares{
-		jail:   jail.NewKeeper(bpflsm.RefusedThisBoot, log),
-		net:    bpfload.NewKeeper(netcell.Ahead, (*netcell.Loaded).Close, netReady),
-		warmed: make(chan func()),
+		jail: jail.NewKeeper(bpflsm.RefusedThisBoot, log),
+		net:  bpfload.NewKeeper(netcell.Ahead, (*netcell.Loaded).Close, netReady),
 	}
-	go func() { s.warmed <- warmNetwork(log) }()
+	go func() {
+		end := warmNetwork(log)
+		s.warm.Lock()
+		defer s.warm.Unlock()
+		if s.warm.closed {
+			end()
+			return
+		}
+		s.warm.end = end
+	}()
 	return s
 }
 
@@ -365,7 +385,9 @@ func warmNetwork(log func(format string, args ...any)) func() {
 	}
 	base := filepath.Join(facts.Cgroup2, "agent-lock")
 	os.Mkdir(base, 0o755)
-	// Those of daemons gone: their programs went with them.
+	// Those of daemons gone: their programs went with them. (A daemon
+	// of another pid namespace sharing this hierarchy, whose pid this
+	// one cannot see, loses its warm-up: only its cells' starts slow.)
 	old, _ := filepath.Glob(filepath.Join(base, "warm-*"))
 	for _, p := range old {
 		if pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(p), "warm-")); err == nil && unix.Kill(pid, 0) == unix.ESRCH {
@@ -373,7 +395,8 @@ func warmNetwork(log func(format string, args ...any)) func() {
 		}
 	}
 	p := filepath.Join(base, fmt.Sprintf("warm-%d", os.Getpid()))
-	if err := os.Mkdir(p, 0o755); err != nil {
+	// One left by a daemon of this pid before is empty: this one's now.
+	if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		log("the network's hooks are not kept on (each session turns them on): %v", err)
 		return func() {}
 	}
@@ -391,10 +414,23 @@ func warmNetwork(log func(format string, args ...any)) func() {
 
 // Next is daemon.Server.Spare: the spares' description and descriptors,
 // and what frees the daemon's copies once the session started. Either may
-// be missing (loading still): the session loads that one itself.
+// be missing (loading still): the session loads that one itself. The next
+// ones are loaded once the session's agent runs (spareDesc.Started).
 func (s *Spares) Next() (desc []byte, files []*os.File, done func()) {
+	free := func() { closeFiles(files) }
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, free
+	}
+	started := make(chan struct{})
+	go func() {
+		// EOF: every copy of w closed, the session's included.
+		io.Copy(io.Discard, r)
+		r.Close()
+		close(started)
+	}()
 	var d spareDesc
-	if sp := s.jail.Take(); sp != nil {
+	if sp := s.jail.Take(started); sp != nil {
 		// The descriptors handed are duplicates: they keep the objects.
 		h, fs, err := sp.Hand()
 		sp.Close()
@@ -407,23 +443,20 @@ func (s *Spares) Next() (desc []byte, files []*os.File, done func()) {
 			closeFiles(fs)
 		}
 	}
-	if p, ok := s.net.Take(); ok {
+	if p, ok := s.net.Take(started); ok {
 		h, fs, err := p.Hand()
 		p.Close()
 		if err == nil {
 			if d.Net, err = json.Marshal(h); err == nil {
-				files = append(files, fs...)
+				files, d.NetFDs = append(files, fs...), len(fs)
 			}
 		}
 		if err != nil {
 			closeFiles(fs)
 		}
 	}
-	free := func() { closeFiles(files) }
-	if d.Jail == nil && d.Net == nil {
-		return nil, nil, free
-	}
-	desc, err := json.Marshal(d)
+	files, d.Started = append(files, w), true
+	desc, err = json.Marshal(d)
 	if err != nil {
 		free()
 		return nil, nil, func() {}
@@ -441,21 +474,30 @@ func closeFiles(files []*os.File) {
 func (s *Spares) Close() {
 	s.jail.Close()
 	s.net.Close()
-	(<-s.warmed)()
+	// Not waiting for a warm-up under way (an idle load): it ends itself.
+	s.warm.Lock()
+	defer s.warm.Unlock()
+	s.warm.closed = true
+	if s.warm.end != nil {
+		s.warm.end()
+		s.warm.end = nil
+	}
 }
 
 // adoptSpare takes the programs the daemon loaded ahead for this session
 // (desc, descriptors from fd on): the engine's start and the network's
 // use them. A spare that cannot be taken is only slower: its programs are
-// loaded again.
-func adoptSpare(desc []byte, fd int, warn func(format string, args ...any)) {
+// loaded again. It returns what tells the daemon that the agent runs
+// (spareDesc.Started).
+func adoptSpare(desc []byte, fd int, warn func(format string, args ...any)) (started func()) {
+	started = func() {}
 	if len(desc) == 0 {
-		return
+		return started
 	}
 	var d spareDesc
 	if err := json.Unmarshal(desc, &d); err != nil {
 		warn("the programs loaded ahead: %v (loading them again)", err)
-		return
+		return started
 	}
 	if d.Jail != nil {
 		if err := jail.Adopt(d.Jail, fd); err != nil {
@@ -467,4 +509,11 @@ func adoptSpare(desc []byte, fd int, warn func(format string, args ...any)) {
 			warn("the network programs loaded ahead: %v (loading them again)", err)
 		}
 	}
+	if d.Started {
+		// Close-on-exec already (daemon.ServeSession): nothing the
+		// session starts holds it.
+		f := os.NewFile(uintptr(fd+d.JailFDs+d.NetFDs), "started")
+		return func() { f.Close() }
+	}
+	return started
 }

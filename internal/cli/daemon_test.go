@@ -147,12 +147,16 @@ exit 3
 		t.Errorf("no session was of the engine the daemon loaded ahead for (%v):\n%s", engs, dlog())
 	}
 
-	// The client killed: its session ends, and everything in it.
+	// The client killed: its session ends, and everything in it. It takes
+	// the programs loaded ahead, and the next are loaded once its agent
+	// runs (its session closes spareDesc.Started's pipe), not at its end.
+	ahead()
 	client := asUser(sock, "--headless", "--report", "/dev/null", ".", "--", "sh", "-c", "exec sleep 3217")
 	if err := client.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitRunning(t, `^sleep 3217`)
+	ahead()
 	client.Process.Kill()
 	client.Wait()
 	waitGone(t, `sleep 3217`, 60*time.Second)

@@ -262,6 +262,7 @@ func (o options) session(dir string, agent session.Agent, recDir string) session
 		// What watch shows and what trusts a project: an agent that could
 		// write them would forge its sessions or widen its next cell.
 		Private: []string{recDir, recording.Dir(agent.Home, stateHomeEnv()), filepath.Dir(filepath.Join(agent.Home, policy.HomeFile))},
+		Started: o.started,
 	}
 }
 

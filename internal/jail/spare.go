@@ -92,11 +92,11 @@ func loadSpare(key loadKey, log func(format string, args ...any)) (*verified, er
 	return v, err
 }
 
-// Take returns the spare and starts loading the next; nil while the load
-// is under way or when it failed (bpfload.Keeper.Take). The caller hands
-// the spare on or closes it.
-func (k *Keeper) Take() *Spare {
-	v, ok := k.k.Take()
+// Take returns the spare and loads the next once after is closed (nil:
+// at once); nil while the next is not loaded or when a load failed
+// (bpfload.Keeper.Take). The caller hands the spare on or closes it.
+func (k *Keeper) Take(after <-chan struct{}) *Spare {
+	v, ok := k.k.Take(after)
 	if !ok {
 		return nil
 	}
@@ -136,9 +136,9 @@ var adopted struct {
 
 // Adopt takes the spare described by manifest (Handed, as JSON), whose
 // objects are this process's descriptors from first on, in Handed's order.
-// The descriptors are made close-on-exec
-// at once: nothing this process starts may hold them. A spare that does
-// not fit is closed: the cell then loads its own.
+// The descriptors are made close-on-exec at once: nothing this process
+// starts may hold them. A spare that does not fit is closed: the cell then
+// loads its own.
 func Adopt(manifest []byte, first int) error {
 	var h Handed
 	if err := json.Unmarshal(manifest, &h); err != nil {

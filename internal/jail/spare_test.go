@@ -35,7 +35,7 @@ func TestSpareHandedOn(t *testing.T) {
 	if got, err := outside.CombinedOutput(); err != nil || string(got) != "ok\n" {
 		t.Fatalf("a process with the spare attached: %v: %s", err, got)
 	}
-	sp := k.Take()
+	sp := k.Take(nil)
 	if sp == nil {
 		t.Fatal("no spare load")
 	}
@@ -60,7 +60,7 @@ func TestSpareHandedOn(t *testing.T) {
 	}
 	t.Logf("%s", out)
 	k.Wait()
-	next := k.Take()
+	next := k.Take(nil)
 	if next == nil {
 		t.Fatal("the keeper loaded no next spare")
 	}

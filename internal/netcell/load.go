@@ -40,17 +40,16 @@ var parsed = sync.OnceValues(loadNetcell)
 var objectSum = sync.OnceValue(func() uint32 { return crc32.ChecksumIEEE(_NetcellBytes) })
 
 // Loaded is a verified load of the network programs, attached to nothing
-// and no cell's settings written.
+// (but Warm's) and no cell's settings written: attached so, its programs
+// would refuse every connection, datagram and name (bpf/netcell.h).
 type Loaded struct {
 	coll     *ebpf.Collection
 	loadTime time.Duration
 	ahead    bool
 }
 
-func (p *Loaded) close() { p.coll.Close() }
-
 // Close frees the load (once handed on, the receiver holds its own).
-func (p *Loaded) Close() { p.close() }
+func (p *Loaded) Close() { p.coll.Close() }
 
 // Ahead loads the programs for a cell that has not asked yet (the
 // daemon's spare), at the idle scheduling class (bpfload.Idle).
@@ -88,11 +87,9 @@ func load(idle bool) (*Loaded, error) {
 // LoadTime is how long the verification took.
 func (p *Loaded) LoadTime() time.Duration { return p.loadTime }
 
-// Handed describes a load passed to another process as descriptors
-// (bpfload.Handed).
+// Handed describes a load passed to another process as descriptors.
 type Handed struct {
 	bpfload.Handed
-	LoadNS int64
 }
 
 // Hand returns the load's description and its objects as files, in
@@ -103,7 +100,7 @@ func (p *Loaded) Hand() (Handed, []*os.File, error) {
 	if err != nil {
 		return Handed{}, nil, err
 	}
-	return Handed{Handed: bh, LoadNS: p.loadTime.Nanoseconds()}, files, nil
+	return Handed{Handed: bh}, files, nil
 }
 
 // adopted is the load this process was handed, until Open takes it.
@@ -128,17 +125,40 @@ func Adopt(manifest []byte, first int) error {
 	for _, l := range links {
 		l.Close()
 	}
-	p := &Loaded{coll: coll, loadTime: time.Duration(h.LoadNS), ahead: true}
-	if coll.Maps[settingsMap] == nil || len(links) > 0 {
-		p.close()
-		return errors.New("the network programs loaded ahead are not this build's")
+	p := &Loaded{coll: coll, ahead: true}
+	if err := p.complete(len(links)); err != nil {
+		p.Close()
+		return fmt.Errorf("the network programs loaded ahead: %w", err)
 	}
 	adopted.Lock()
 	defer adopted.Unlock()
 	if adopted.p != nil {
-		adopted.p.close()
+		adopted.p.Close()
 	}
 	adopted.p = p
+	return nil
+}
+
+// complete says whether p holds every program and map of this build's
+// object, and came with no attachment: a load Open can use as its own.
+func (p *Loaded) complete(links int) error {
+	spec, err := parsed()
+	if err != nil {
+		return err
+	}
+	if links > 0 {
+		return errors.New("handed attached")
+	}
+	for name := range spec.Programs {
+		if p.coll.Programs[name] == nil {
+			return fmt.Errorf("no program %s", name)
+		}
+	}
+	for name := range spec.Maps {
+		if p.coll.Maps[name] == nil {
+			return fmt.Errorf("no map %s", name)
+		}
+	}
 	return nil
 }
 
@@ -157,10 +177,10 @@ func takeAdopted() *Loaded {
 // the kernel rewrites its own code, which is slow under emulation: 106 ms
 // for the 13 attaches of a cell's start on 7.2, 37 ms with these on); with
 // these attached the hooks stay on, and a cell's attach only adds its
-// programs. They run for
-// no process (none is in the cgroup), and cost every socket operation of
-// the machine what one cell's cost those outside it: one look at the
-// socket's cgroup's empty list.
+// programs. They run for no process (none is in the cgroup; one put there
+// would be refused every connection: no cell's settings are written), and
+// cost every socket operation of the machine what one cell's cost those
+// outside it: one look at the socket's cgroup's empty list.
 func Warm(path string) (io.Closer, error) {
 	p, err := load(true)
 	if err != nil {
@@ -184,6 +204,6 @@ func (w *warmed) Close() error {
 	for _, l := range w.links {
 		l.Close()
 	}
-	w.p.close()
+	w.p.Close()
 	return nil
 }

@@ -3,10 +3,12 @@ package netcell
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cilium/ebpf/link"
@@ -34,7 +36,7 @@ func TestAheadHandedOn(t *testing.T) {
 	for _, mode := range []string{"policy", "open"} {
 		t.Run(mode, func(t *testing.T) {
 			k.Wait()
-			p, ok := k.Take()
+			p, ok := k.Take(nil)
 			if !ok {
 				t.Fatal("no programs loaded ahead")
 			}
@@ -85,8 +87,9 @@ func aheadCell(t *testing.T, mode string) {
 }
 
 // TestWarm: the programs Warm keeps are attached to its cgroup, one for
-// each of the cell's hooks, while processes outside it keep their network
-// and a cell opened meanwhile passes its self-test; Close detaches them.
+// each of the cell's hooks, and refuse a process put there (no cell's
+// settings written), while processes outside it keep their network and a
+// cell opened meanwhile passes its self-test; Close detaches them.
 func TestWarm(t *testing.T) {
 	needRoot(t)
 	path, dir := testCgroup(t)
@@ -123,6 +126,19 @@ func TestWarm(t *testing.T) {
 		t.Fatalf("a process outside the warm cgroup lost its network: %v", err)
 	}
 	conn.Close()
+	// Inside, with no cell's settings written, the programs refuse: a
+	// process put there may not connect, to loopback either.
+	port := ln.Addr().(*net.TCPAddr).Port
+	inside := exec.Command("/usr/bin/python3", "-c", fmt.Sprintf(`import socket
+try:
+    socket.create_connection(("127.0.0.1", %d), timeout=5)
+    print("connected")
+except PermissionError:
+    print("refused")`, port))
+	inside.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	if out, err := inside.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "refused" {
+		t.Errorf("a process in the warm cgroup, whose settings no cell wrote: %v: %s", err, out)
+	}
 	c, cdir := openCell(t, Config{Policy: rules(t, "allowed.test")})
 	if err := c.Probe(context.Background(), int(cdir.Fd()), nil); err != nil {
 		t.Fatalf("a cell beside the warm programs: %v", err)

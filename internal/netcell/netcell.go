@@ -146,7 +146,7 @@ func Open(cfg Config) (c *Cell, err error) {
 		err = p.coll.Assign(&c.objs.netcellMaps)
 	}
 	// What objs does not name is closed with the collection.
-	p.close()
+	p.Close()
 	if err != nil {
 		return c, fmt.Errorf("the network programs: %w", err)
 	}

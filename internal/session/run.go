@@ -277,6 +277,9 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		return nil, nil, fail(code, fmt.Errorf("%s: %w", argv[0], err))
 	}
 	r.step("exec")
+	if o.Started != nil {
+		o.Started()
+	}
 	r.agentPgid.Store(int64(cmd.Process.Pid))
 	c.agent = cmd.Process.Pid
 	c.eng.Started(cmd.Process.Pid)

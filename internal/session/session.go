@@ -62,6 +62,9 @@ type Options struct {
 	Report    report.Writer
 	Version   string
 	Getenv    func(string) string
+	// Started, when set, is called once the agent runs (its start's
+	// steps done): the daemon loads the next session's programs then.
+	Started func()
 	// Stdin, Stdout and Stderr are the agent's; agent-lock's own if nil.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer

@@ -48,12 +48,15 @@ enum net_mode {
 	NET_MODE_POLICY = 0, /* grants and handed-out addresses only */
 	NET_MODE_OPEN,       /* everything, reported (--net open) */
 };
+_Static_assert(NET_MODE_POLICY == 0, "settings never written must be the policy mode");
 
 /* The cell's settings (netcell.bpf.c: net), written by the loader after
  * the load and before the programs are attached to the cell's cgroup, so
  * that a load can be verified before its cell exists (the daemon keeps one
  * ahead). Ports in host order; 0 for a listener that could not be opened
- * (IPv6 disabled): the redirect then fails closed. */
+ * (IPv6 disabled): the redirect then fails closed. Never written (the
+ * daemon's set that keeps the hooks on, netcell.Warm, on a cgroup nothing
+ * joins), they refuse everything: policy mode, no grant, no redirect. */
 struct net_settings {
 	__u16 resolver_port4;
 	__u16 resolver_port6;
