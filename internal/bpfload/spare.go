@@ -26,7 +26,7 @@ type Keeper[T any] struct {
 	free    func(T)
 	ready   func(T, error)
 	loading chan struct{} // closed when the load under way (or waiting) ends
-	stop    chan struct{} // closed by Close: a load not begun never begins
+	stop    chan struct{} // closed by Close: a load not begun is not begun (or freed at once)
 	spare   T
 	has     bool
 	closed  bool

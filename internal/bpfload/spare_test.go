@@ -114,7 +114,13 @@ func TestKeeperAfter(t *testing.T) {
 		t.Fatal("no spare after the wait")
 	}
 	k.Close()
-	k.Wait()
+	waited := make(chan struct{})
+	go func() { k.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a load waiting for its session still waits after Close")
+	}
 	if n := loads(); n != 2 {
 		t.Fatalf("a load waiting for its session began after Close (%d loads)", n)
 	}

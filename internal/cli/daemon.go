@@ -337,6 +337,11 @@ type Spares struct {
 	}
 }
 
+// startBound is the longest the next spares wait for the session that
+// took the last to start its agent: more than the slowest start measured
+// under emulation.
+const startBound = 30 * time.Second
+
 // spareDesc is what a session is told of its spares (Caller.Spare): each
 // one's description, the engine's descriptors first, then the network's,
 // then Started's.
@@ -423,10 +428,21 @@ func (s *Spares) Next() (desc []byte, files []*os.File, done func()) {
 		return nil, nil, free
 	}
 	started := make(chan struct{})
+	eof := make(chan struct{})
 	go func() {
 		// EOF: every copy of w closed, the session's included.
 		io.Copy(io.Discard, r)
 		r.Close()
+		close(eof)
+	}()
+	go func() {
+		// Or a bound: a session that never reaches its agent (a pane
+		// nobody attaches, a folder that never answers) must not keep
+		// every other user's next start from its spares.
+		select {
+		case <-eof:
+		case <-time.After(startBound):
+		}
 		close(started)
 	}()
 	var d spareDesc
