@@ -175,7 +175,7 @@ func Hand(coll *ebpf.Collection, sections map[string]string, links []link.Link, 
 			return fail(err)
 		}
 	}
-	fds, _ := LinkFDs(links)
+	fds, _ := linkFDs(links)
 	for i, fd := range fds {
 		if err := add(fmt.Sprintf("link%d", i), fd); err != nil {
 			return fail(err)
@@ -246,9 +246,31 @@ func Adopt(h Handed, first int, object uint32) (*ebpf.Collection, map[string]str
 	return coll, sections, links, nil
 }
 
-// LinkFDs returns the links' descriptors; ok is false if one has none
+// LinkFiles returns close-on-exec duplicates of the links' descriptors,
+// for a process that must keep the programs attached (a session's
+// reaper): all of them, or none and an error.
+func LinkFiles(links []link.Link) ([]*os.File, error) {
+	fds, ok := linkFDs(links)
+	if !ok {
+		return nil, errors.New("link has no descriptor")
+	}
+	var files []*os.File
+	for _, fd := range fds {
+		f, err := DupFile(fd, "bpf-link")
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("dup link: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// linkFDs returns the links' descriptors; ok is false if one has none
 // (a kernel without BPF links for its type).
-func LinkFDs(links []link.Link) (fds []int, ok bool) {
+func linkFDs(links []link.Link) (fds []int, ok bool) {
 	for _, l := range links {
 		fdl, ok := l.(interface{ FD() int })
 		if !ok || fdl.FD() < 0 {

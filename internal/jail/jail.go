@@ -951,28 +951,17 @@ func (j *Jail) KillSeq() uint32 { return j.killSeq }
 // the rules' inodes alive; the reaper holds them so that the jail outlives
 // agent-lock until every jailed process is dead.
 func (j *Jail) LinkFiles() ([]*os.File, error) {
-	fds, ok := bpfload.LinkFDs(j.links)
-	if !ok {
-		return nil, errors.New("link has no descriptor")
-	}
-	var files []*os.File
-	fail := func(err error) ([]*os.File, error) {
-		for _, f := range files {
-			f.Close()
-		}
+	files, err := bpfload.LinkFiles(j.links)
+	if err != nil {
 		return nil, err
-	}
-	for _, fd := range fds {
-		f, err := bpfload.DupFile(fd, "bpf-link")
-		if err != nil {
-			return fail(fmt.Errorf("dup link: %w", err))
-		}
-		files = append(files, f)
 	}
 	for _, p := range j.pins {
 		f, err := bpfload.DupFile(int(p.Fd()), "rule-root")
 		if err != nil {
-			return fail(fmt.Errorf("dup rule root: %w", err))
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("dup rule root: %w", err)
 		}
 		files = append(files, f)
 	}

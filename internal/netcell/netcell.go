@@ -17,7 +17,6 @@ package netcell
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -266,20 +265,9 @@ func (c *Cell) pin(dir string) error {
 // LinkFiles returns duplicates of the links' descriptors, for a process
 // that must keep the programs attached (the session's reaper).
 func (c *Cell) LinkFiles() ([]*os.File, error) {
-	fds, ok := bpfload.LinkFDs(c.links)
-	if !ok {
-		return nil, errors.New("network link has no descriptor")
-	}
-	var files []*os.File
-	for _, fd := range fds {
-		f, err := bpfload.DupFile(fd, "bpf-link")
-		if err != nil {
-			for _, f := range files {
-				f.Close()
-			}
-			return nil, fmt.Errorf("dup network link: %w", err)
-		}
-		files = append(files, f)
+	files, err := bpfload.LinkFiles(c.links)
+	if err != nil {
+		return nil, fmt.Errorf("the network's programs: %w", err)
 	}
 	return files, nil
 }
