@@ -107,7 +107,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if o.reportPath != "" {
 		// Where the agent may write decides where the report is kept
 		// while the session runs.
-		plan, err := session.MakePlan(opts, agent)
+		plan, err := session.Prepare(opts, agent)
 		if err != nil {
 			discardIfEmpty(recFile)
 			return failed(err)
@@ -122,6 +122,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "agent-lock: %v\n", err)
 			}
 		}()
+		opts.Plan = &plan
 		if n := rep.Note(); n != "" {
 			fmt.Fprintf(stderr, "agent-lock: %s\n", n)
 		}

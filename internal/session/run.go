@@ -17,7 +17,6 @@ import (
 	"github.com/agent-lock/agent-lock/internal/engine"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/policy"
-	"github.com/agent-lock/agent-lock/internal/profile"
 	"github.com/agent-lock/agent-lock/internal/recording"
 	"github.com/agent-lock/agent-lock/internal/report"
 	"github.com/agent-lock/agent-lock/internal/secretenv"
@@ -102,18 +101,9 @@ func (r *run) open(ctx context.Context) error {
 	// the command on PATH), which root must not follow for them. A first
 	// run: the agent's own folders (~/.codex, ...) are made, as the user,
 	// so that the cell can grant them.
-	env := baseEnv()
-	if err := asuser.Do(agent.ID(), func() error {
-		var err error
-		r.plan, err = makePlan(o, agent, &profile.Maker{
-			Dir:  func(p string) error { return asuser.MkdirAll(agent.ID(), p) },
-			File: func(p, content string) error { return asuser.CreateFile(agent.ID(), p, content) },
-		}, env)
-		return err
-	}); err != nil {
-		if e := (*Error)(nil); !errors.As(err, &e) {
-			err = fail(ExitFailed, err)
-		}
+	if o.Plan != nil {
+		r.plan = *o.Plan
+	} else if r.plan, err = Prepare(o, agent); err != nil {
 		return err
 	}
 	for _, n := range r.plan.Notes {

@@ -65,6 +65,10 @@ type Options struct {
 	// Started, when set, is called once the agent runs (its start's
 	// steps done): the daemon loads the next session's programs then.
 	Started func()
+	// Plan, when set, is the session's plan, made already by Prepare
+	// for these options: the report's place depends on it, and a start
+	// that made it twice would pay for it twice.
+	Plan *Plan
 	// Stdin, Stdout and Stderr are the agent's; agent-lock's own if nil.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -275,6 +279,24 @@ type Plan struct {
 // and carry ExitFailed (or the command's exit status). It changes nothing:
 // a profile's folders that a run would make are listed missing.
 func MakePlan(o Options, agent Agent) (Plan, error) { return makePlan(o, agent, nil, baseEnv()) }
+
+// Prepare makes the plan Run makes (Options.Plan): as the user, the
+// profiles' missing folders and files made first.
+func Prepare(o Options, agent Agent) (Plan, error) {
+	var plan Plan
+	err := asuser.Do(agent.ID(), func() error {
+		var err error
+		plan, err = makePlan(o, agent, &profile.Maker{
+			Dir:  func(p string) error { return asuser.MkdirAll(agent.ID(), p) },
+			File: func(p, content string) error { return asuser.CreateFile(agent.ID(), p, content) },
+		}, baseEnv())
+		return err
+	})
+	if e := (*Error)(nil); err != nil && !errors.As(err, &e) {
+		err = fail(ExitFailed, err)
+	}
+	return plan, err
+}
 
 // makePlan is MakePlan that, with mk, makes the profiles' missing
 // folders and files (profile.Profile.Make, Seed) first; env is baseEnv's.
