@@ -151,6 +151,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return installCmd(args[1:], args[0] == "uninstall", stdout, stderr)
 		case daemonSessionArg:
 			return daemonSession(ctx, args[1:], stdout, stderr)
+		case daemonStandbyArg:
+			return daemonStandby(ctx, stderr)
 		case paneServerArg:
 			o, err := parse(args[1:])
 			if err != nil {

@@ -41,6 +41,9 @@ import (
 // daemonSessionArg starts a session's agent-lock for the daemon's caller.
 const daemonSessionArg = "__daemon-session"
 
+// daemonStandbyArg starts one ahead, for the next caller (daemon.Standby).
+const daemonStandbyArg = "__daemon-standby"
+
 const daemonUsage = `Usage: agent-lock daemon [--socket PATH] [--per-user N] [--total N]
 
 Runs agent-lock's daemon in the foreground (as root): every local user may
@@ -99,9 +102,9 @@ func daemonCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	spares := newSpares(logf)
 	defer spares.Close()
 	srv := &daemon.Server{
-		Exe: "/proc/self/exe", SessionArg: daemonSessionArg, Version: version(),
+		Exe: "/proc/self/exe", SessionArg: daemonSessionArg, StandbyArg: daemonStandbyArg, Version: version(),
 		InCell: session.InCell, PerUser: *perUser, Total: *total,
-		Log: logf, Spare: spares.Next,
+		Log: logf, Spare: spares.Next, SpareWait: spares.Wait,
 	}
 	where := "systemd's socket"
 	if made {
@@ -128,6 +131,41 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 	started := adoptSpare(c.Spare, daemon.SpareFD, func(format string, args ...any) {
 		fmt.Fprintf(stderr, "agent-lock: "+format+"\n", args...)
 	})
+	return serveCaller(ctx, c, conn, args, started, stdout, stderr)
+}
+
+// daemonStandby is a session's agent-lock the daemon started ahead: it
+// takes the programs loaded ahead while it waits, and serves the request
+// the daemon hands it as daemonSession would.
+func daemonStandby(ctx context.Context, stderr io.Writer) int {
+	// The client's ^C and ^\ are the agent's (serveCaller); until a
+	// request comes, the daemon ends a standby by closing its end.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGQUIT)
+	sb, spare, err := daemon.ServeStandby()
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock: %v\n", err)
+		return session.ExitFailed
+	}
+	// Told to the daemon's log: no user waits yet.
+	started := adoptSpare(spare, daemon.StandbySpareFD, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: "+format+"\n", args...)
+	})
+	fmt.Fprintf(stderr, "agent-lock daemon: a session is ready ahead (pid %d)\n", os.Getpid())
+	c, args, conn, err := sb.Wait()
+	if errors.Is(err, daemon.ErrNoRequest) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: %v\n", err)
+		return session.ExitFailed
+	}
+	session.ServeCaller(session.Caller{UID: c.UID, GID: c.GID, Groups: c.Groups, Env: c.Env})
+	return serveCaller(ctx, c, conn, args, func() { started(); sb.Started() }, os.Stdout, os.Stderr)
+}
+
+// serveCaller runs the session a daemon's caller asked for (args are
+// agent-lock's) on conn; started is called once its agent runs.
+func serveCaller(ctx context.Context, c daemon.Caller, conn *daemon.Conn, args []string, started func(), stdout, stderr io.Writer) int {
 	// The client's ^C and ^\ are the agent's: until it runs (and the
 	// session passes them on), they must not end this process half way
 	// through making the cell.
@@ -483,6 +521,21 @@ func (s *Spares) Next() (desc []byte, files []*os.File, done func()) {
 func closeFiles(files []*os.File) {
 	for _, f := range files {
 		f.Close()
+	}
+}
+
+// Wait is daemon.Server.SpareWait: it waits until the loads under way
+// ended (or ctx did).
+func (s *Spares) Wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		s.jail.Wait()
+		s.net.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 

@@ -58,7 +58,8 @@ func TestDaemon(t *testing.T) {
 			// Ready since the last session took the one before.
 			log := dlog()
 			last := strings.LastIndex(log, "agent-lock daemon: session ")
-			if strings.LastIndex(log, "network programs are ready") <= last {
+			// And the next session's agent-lock, started ahead.
+			if strings.LastIndex(log, "network programs are ready") <= last || strings.LastIndex(log, "a session is ready ahead") <= last {
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
@@ -110,6 +111,16 @@ exit 3
 			// The network's programs, which every session uses.
 			if r, _ := os.ReadFile(rep); !strings.Contains(string(r), `"step":"network_load_ahead"`) {
 				t.Errorf("the session did not take the network programs the daemon loaded ahead of it:\n%s\n%s", out, r)
+			}
+			// The agent-lock started ahead took the request.
+			var mine string
+			for _, l := range strings.Split(dlog(), "\n") {
+				if strings.Contains(l, "agent-lock daemon: session ") && strings.HasSuffix(l, `"myagent"]`) {
+					mine = l
+				}
+			}
+			if !strings.Contains(mine, ", started ahead): ") {
+				t.Errorf("the session was not the one started ahead (%q):\n%s", mine, dlog())
 			}
 			if r, _ := os.ReadFile(rep); readyFor == engine {
 				tookAhead = true
@@ -418,24 +429,28 @@ func TestDaemonLimits(t *testing.T) {
 	root, dir := testenv.ProjectDir(t, uid)
 	sock := filepath.Join(root, "daemon", "agent-lock.sock")
 	os.MkdirAll(filepath.Dir(sock), 0o755)
+	var dlog func() string
 	start := func() *exec.Cmd {
+		d, log := startDaemonLog(t, bin, sock, "--per-user", "1")
+		dlog = log
 		// 512 descriptors, which a flood of 700 connections held would
 		// use up, were each one held.
-		d := exec.Command("prlimit", "--nofile=512:512", bin, "daemon", "--socket", sock, "--per-user", "1")
-		if err := d.Start(); err != nil {
-			t.Fatal(err)
+		if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(d.Process.Pid), "--nofile=512:512").CombinedOutput(); err != nil {
+			t.Fatalf("prlimit: %v: %s", err, out)
 		}
-		t.Cleanup(func() { d.Process.Kill(); d.Wait() })
-		for i := 0; ; i++ {
-			if c, err := net.Dial("unix", sock); err == nil {
-				c.Close()
-				return d
+		return d
+	}
+	// Until the daemon's agent-lock started ahead waits (since the last
+	// session), which takes the next request.
+	standby := func() {
+		for range 600 {
+			log := dlog()
+			if strings.LastIndex(log, "a session is ready ahead") > strings.LastIndex(log, "agent-lock daemon: session ") {
+				return
 			}
-			if i > 100 {
-				t.Fatal("the daemon did not listen")
-			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 		}
+		t.Fatalf("the daemon started no session ahead:\n%s", dlog())
 	}
 	asUser := func(name string, args ...string) *exec.Cmd {
 		cmd := exec.Command(name, args...)
@@ -473,12 +488,18 @@ func TestDaemonLimits(t *testing.T) {
 	}
 
 	// One session a user: the second is refused, by a restarted daemon too.
+	// The first is the one started ahead: counted once it took the request
+	// (by its name), not while it waited.
+	standby()
 	long := asUser(bin, "--headless", "--engine", engs[0], "--report", "/dev/null", ".", "--", "sleep", "3223")
 	if err := long.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { long.Process.Kill(); long.Wait() }()
 	waitRunning(t, `^sleep 3223`)
+	if !strings.Contains(dlog(), ", started ahead): ") {
+		t.Fatalf("the first session was not the one started ahead:\n%s", dlog())
+	}
 	second := func() string {
 		got, _ := asUser(bin, "--headless", "--report", "/dev/null", ".", "--", "true").CombinedOutput()
 		return string(got)
@@ -486,16 +507,30 @@ func TestDaemonLimits(t *testing.T) {
 	if got := second(); !strings.Contains(got, "too many sessions running (1 of yours") {
 		t.Errorf("a second session beside the first:\n%s", got)
 	}
+	firstLog := dlog()
 	d.Process.Kill()
 	d.Wait()
 	os.Remove(sock)
 	start()
+	standby()
 	if got := second(); !strings.Contains(got, "too many sessions running (1 of yours") {
 		t.Errorf("a second session, the daemon restarted:\n%s", got)
 	}
 	long.Process.Kill()
 	long.Wait()
 	waitGone(t, `sleep 3223`, 60*time.Second)
+	// And its agent-lock, still counted while it ends.
+	if m := regexp.MustCompile(`session (\d+) for uid \d+ \(pid \d+, started ahead\): .*"sleep" "3223"`).FindStringSubmatch(firstLog); m != nil {
+		for i := 0; ; i++ {
+			if _, err := os.Stat("/proc/" + m[1]); err != nil {
+				break
+			}
+			if i > 300 {
+				t.Fatalf("the session %s did not end", m[1])
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 
 	// A folder the user may not reach reads as one that does not exist.
 	hidden := filepath.Join(root, "private")

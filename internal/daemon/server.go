@@ -33,6 +33,9 @@ type Server struct {
 	// SessionArg the argument that makes it a session for a caller
 	// (Caller, read by ServeSession).
 	Exe, SessionArg string
+	// StandbyArg, when set, makes it a standby (ServeStandby): one waits
+	// for the next request, started ahead.
+	StandbyArg string
 	// Version is said to a ping.
 	Version string
 	// InCell says whether a process runs in a cell: a process in one may
@@ -48,9 +51,13 @@ type Server struct {
 	// a nil description when there is none. The verifier is most of a
 	// start.
 	Spare func() (desc []byte, files []*os.File, done func())
+	// SpareWait, when set, waits until the next spares are ready (or ctx
+	// ends): a standby takes them when it starts.
+	SpareWait func(ctx context.Context)
 
 	mu       sync.Mutex
 	reading  map[uint32]int
+	standby  *standby // the one waiting, if any (s.mu)
 	starting sync.Mutex
 	wg       sync.WaitGroup
 	// asking bounds the connections not yet answered: each holds a
@@ -71,6 +78,18 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	s.asking = make(chan struct{}, maxAsking)
+	if s.StandbyArg != "" {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			s.keepStandby(sctx)
+			close(done)
+		}()
+		defer func() {
+			cancel()
+			<-done
+		}()
+	}
 	for {
 		// A place first, then the next connection: past maxAsking they
 		// wait in the socket's backlog, as a busy server's clients do,
@@ -204,25 +223,53 @@ func (s *Server) handle(conn *net.UnixConn) {
 		refuse("too many sessions running (%d of yours, %d in all; at most %d a user, %d in all): end one first", mine, all, s.PerUser, s.Total)
 		return
 	}
-	// The spare is taken only for a session that starts (taking one
-	// starts the next load); taking it does not wait.
-	var spare []byte
-	var spareFiles []*os.File
-	if s.Spare != nil {
-		var done func()
-		spare, spareFiles, done = s.Spare()
-		defer done()
-	}
-	cmd, err := s.start(p, req, files, conn, spare, spareFiles)
+	pid, ahead, err := s.begin(p, req, files, conn)
 	s.starting.Unlock()
 	if err != nil {
 		refuse("start the session: %v", err)
 		return
 	}
 	if s.Log != nil {
-		s.Log("session %d for uid %d (pid %d): %q", cmd.Process.Pid, p.uid, p.pid, req.Args)
+		how := ""
+		if ahead {
+			how = ", started ahead"
+		}
+		s.Log("session %d for uid %d (pid %d%s): %q", pid, p.uid, p.pid, how, req.Args)
+	}
+}
+
+// begin makes a session of the request: the standby's, when one waits and
+// takes it, else a process started for it. It returns the session's pid,
+// and whether it was the standby.
+func (s *Server) begin(p peer, req Request, files []*os.File, conn *net.UnixConn) (int, bool, error) {
+	c, name, err := s.caller(p, req)
+	if err != nil {
+		return 0, false, err
+	}
+	if sb := s.take(); sb != nil {
+		err := sb.hand(c, name, req.Args, files, conn)
+		if err == nil {
+			return sb.cmd.Process.Pid, true, nil
+		}
+		sb.kill()
+		if s.Log != nil {
+			s.Log("the session started ahead did not take the request (starting one): %v", err)
+		}
+	}
+	// The spare is taken only for a session that starts (taking one
+	// starts the next load); taking it does not wait.
+	var spareFiles []*os.File
+	if s.Spare != nil {
+		var done func()
+		c.Spare, spareFiles, done = s.Spare()
+		defer done()
+	}
+	cmd, err := s.start(c, name, req, files, conn, spareFiles)
+	if err != nil {
+		return 0, false, err
 	}
 	go cmd.Wait()
+	return cmd.Process.Pid, false, nil
 }
 
 // sessions counts the sessions' agent-lock processes a daemon started
@@ -247,6 +294,17 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
+		if len(args) >= 2 && s.StandbyArg != "" && args[1] == s.StandbyArg {
+			// A standby once it took a request (its name says whose).
+			comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
+			if u, ok := strings.CutPrefix(strings.TrimSpace(string(comm)), standbyMark); ok {
+				all++
+				if u == strconv.FormatUint(uint64(uid), 10) {
+					mine++
+				}
+			}
+			continue
+		}
 		if len(args) < 2 || args[1] != s.SessionArg {
 			continue
 		}
@@ -279,19 +337,23 @@ func (s *Server) asked(uid uint32) {
 	s.reading[uid]--
 }
 
-// start runs the session's agent-lock for p: root, as sudo would have
-// started it (SUDO_UID, SUDO_GID, SUDO_USER, and a PATH of the system's
-// alone), in the caller's folder, with the caller's streams, the Caller
-// (fd 3), the folder (fd 4), the connection (fd 5) and the spare load's
-// descriptors (from SpareFD on).
-func (s *Server) start(p peer, req Request, files []*os.File, conn *net.UnixConn, spare []byte, spareFiles []*os.File) (*exec.Cmd, error) {
+// caller is what a session is told of p, and p's user name.
+func (s *Server) caller(p peer, req Request) (Caller, string, error) {
 	name := strconv.FormatUint(uint64(p.uid), 10)
 	if u, err := user.LookupId(name); err == nil {
 		name = u.Username
 	} else {
-		return nil, fmt.Errorf("uid %d has no account: %w", p.uid, err)
+		return Caller{}, "", fmt.Errorf("uid %d has no account: %w", p.uid, err)
 	}
-	c := Caller{UID: p.uid, GID: p.gid, Groups: p.groups, Env: req.Env, Pane: req.Op == OpPane, Spare: spare}
+	return Caller{UID: p.uid, GID: p.gid, Groups: p.groups, Env: req.Env, Pane: req.Op == OpPane}, name, nil
+}
+
+// start runs the session's agent-lock for c: root, as sudo would have
+// started it (SUDO_UID, SUDO_GID, SUDO_USER, and a PATH of the system's
+// alone), in the caller's folder, with the caller's streams, the Caller
+// (fd 3), the folder (fd 4), the connection (fd 5) and the spare load's
+// descriptors (from SpareFD on).
+func (s *Server) start(c Caller, name string, req Request, files []*os.File, conn *net.UnixConn, spareFiles []*os.File) (*exec.Cmd, error) {
 	cf, err := c.file()
 	if err != nil {
 		return nil, err
@@ -307,9 +369,9 @@ func (s *Server) start(p peer, req Request, files []*os.File, conn *net.UnixConn
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[1], files[2], files[3]
 	cmd.ExtraFiles = append([]*os.File{cf, files[0], cc}, spareFiles...)
 	cmd.Env = []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"SUDO_UID=" + strconv.FormatUint(uint64(p.uid), 10),
-		"SUDO_GID=" + strconv.FormatUint(uint64(p.gid), 10),
+		systemPath,
+		"SUDO_UID=" + strconv.FormatUint(uint64(c.UID), 10),
+		"SUDO_GID=" + strconv.FormatUint(uint64(c.GID), 10),
 		"SUDO_USER=" + name,
 	}
 	// A session of its own: the daemon's end, or its group's signals, are

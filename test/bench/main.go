@@ -844,17 +844,22 @@ func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 			// Ready since the last session took the one before.
 			l := log()
 			last := strings.LastIndex(l, "agent-lock daemon: session ")
-			if strings.LastIndex(l, "programs are ready: ") > last && strings.LastIndex(l, "network programs are ready") > last {
+			if strings.LastIndex(l, "programs are ready: ") > last && strings.LastIndex(l, "network programs are ready") > last &&
+				strings.LastIndex(l, "a session is ready ahead") > last {
 				return nil
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		return fmt.Errorf("the daemon loaded no programs ahead (the engine's and the network's) in two minutes: %s", log())
+		return fmt.Errorf("the daemon loaded no programs ahead (the engine's and the network's), or started no session ahead, in two minutes: %s", log())
 	}
 	return b.startupAs(ctx, kernel, "startup-daemon", "as the user, through the daemon, its programs loaded ahead", r, ready, func(res testenv.Result) error {
 		sessions++
 		if n := strings.Count(log(), "agent-lock daemon: session "); n != sessions {
 			return fmt.Errorf("the daemon started %d sessions, not %d: %s", n, sessions, testenv.Tail(res.Output, 5))
+		}
+		// The session started ahead took it.
+		if n := strings.Count(log(), ", started ahead): "); n != sessions {
+			return fmt.Errorf("the session was not the one started ahead (%d of %d were): %s", n, sessions, log())
 		}
 		// The programs the daemon loaded ahead, not the session's own.
 		for _, ahead := range []string{"load_ahead", "network_load_ahead"} {
