@@ -150,6 +150,11 @@ func daemonStandby(ctx context.Context, stderr io.Writer) int {
 	started := adoptSpare(spare, daemon.StandbySpareFD, func(format string, args ...any) {
 		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: "+format+"\n", args...)
 	})
+	// Its reaper too: a Go process's start, which would be the agent's
+	// neighbour at its own start.
+	if err := session.StartReaperAhead(); err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: its reaper (its session starts one): %v\n", err)
+	}
 	fmt.Fprintf(stderr, "agent-lock daemon: a session is ready ahead (pid %d)\n", os.Getpid())
 	c, args, conn, err := sb.Wait()
 	if errors.Is(err, daemon.ErrNoRequest) {

@@ -172,6 +172,32 @@ exit 3
 	client.Wait()
 	waitGone(t, `sleep 3217`, 60*time.Second)
 
+	// The session's agent-lock killed (SIGKILL: nothing of it runs on):
+	// the reaper it started ahead, while it waited for a request, kills
+	// the cell (the agent's child included, which no parent-death signal
+	// reaches).
+	ahead()
+	client = asUser(sock, "--headless", "--report", "/dev/null", ".", "--", "sh", "-c", "sleep 3231 & wait")
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, `^sleep 3231`)
+	m := regexp.MustCompile(`session (\d+) for uid \d+ \(pid \d+, started ahead\): .*"sleep 3231 & wait"`).FindStringSubmatch(dlog())
+	if m == nil {
+		t.Fatalf("the session was not the one started ahead:\n%s", dlog())
+	}
+	children := func(re string) string {
+		out, _ := exec.Command("pgrep", "-P", m[1], "-af", re).Output()
+		return strings.TrimSpace(string(out))
+	}
+	if children(`__reaper -$`) == "" || children(`__reaper /`) != "" {
+		t.Errorf("the session's reaper was not the one it started ahead: %q", children(`__reaper`))
+	}
+	pid, _ := strconv.Atoi(m[1])
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitGone(t, `sleep 3231`, 60*time.Second)
+	client.Wait()
+
 	// The daemon killed: the session runs on, confined, and its client
 	// still learns how it ended.
 	client = asUser(sock, "--headless", "--report", "/dev/null", ".", "--", "sh", "-c",

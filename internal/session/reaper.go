@@ -1,11 +1,15 @@
 package session
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,6 +28,17 @@ const ReaperArg = "__reaper"
 // processes outside the jail) and it is in its own session, so a ^C or a
 // hangup of the terminal does not reach it.
 func startReaper(cgroupPath string, links []*os.File) (release func(), err error) {
+	if c := takeReaperAhead(); c != nil {
+		err := handReaper(c, cgroupPath, links)
+		if err == nil {
+			for _, l := range links {
+				l.Close()
+			}
+			return func() { c.Close() }, nil
+		}
+		// Without a cell it ends at the close.
+		c.Close()
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("start reaper: %w", err)
@@ -49,10 +64,171 @@ func startReaper(cgroupPath string, links []*os.File) (release func(), err error
 	return func() { w.Close() }, nil
 }
 
+// reaperAhead is the connection to a reaper started before its session
+// needed it (StartReaperAhead), if any.
+var reaperAhead struct {
+	sync.Mutex
+	c *net.UnixConn
+}
+
+// StartReaperAhead starts the reaper of this process's next session now,
+// to wait for its cell: a daemon's session started ahead (daemon.Standby)
+// does it while no request waits, so that the reaper's start (a Go
+// process's, a tenth of a second under emulation) is not done beside the
+// agent's. A reaper given no cell ends with this process.
+func StartReaperAhead() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "reaper"), os.NewFile(uintptr(fds[1]), "session")
+	defer theirs.Close()
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, ReaperArg, reaperWaits)
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		fc.Close()
+		return err
+	}
+	go cmd.Wait()
+	reaperAhead.Lock()
+	defer reaperAhead.Unlock()
+	if reaperAhead.c != nil {
+		reaperAhead.c.Close()
+	}
+	reaperAhead.c = fc.(*net.UnixConn)
+	return nil
+}
+
+func takeReaperAhead() *net.UnixConn {
+	reaperAhead.Lock()
+	defer reaperAhead.Unlock()
+	c := reaperAhead.c
+	reaperAhead.c = nil
+	return c
+}
+
+// reaperWaits is the reaper's argument, in place of a cgroup's path, that
+// makes it wait for one (handReaper).
+const reaperWaits = "-"
+
+// maxReaperFDs bounds the descriptors handed to a reaper: standard error
+// and the links (under a hundred).
+const maxReaperFDs = 250
+
+// handReaper gives the reaper c leads its cell: the cgroup's path, this
+// process's standard error and the links, in one message; it returns once
+// the reaper said it holds them (a byte back), as a reaper started for the
+// cell holds them from its start.
+func handReaper(c *net.UnixConn, cgroupPath string, links []*os.File) error {
+	if len(links)+1 > maxReaperFDs {
+		return fmt.Errorf("%d links: a reaper takes at most %d", len(links), maxReaperFDs-1)
+	}
+	fds := []int{2}
+	for _, l := range links {
+		fds = append(fds, int(l.Fd()))
+	}
+	msg := binary.BigEndian.AppendUint16(nil, uint16(len(cgroupPath)))
+	msg = append(msg, cgroupPath...)
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetWriteDeadline(time.Time{})
+	n, _, err := c.WriteMsgUnix(msg, unix.UnixRights(fds...), nil)
+	if err == nil && n < len(msg) {
+		_, err = c.Write(msg[n:])
+	}
+	if err != nil {
+		return err
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		return fmt.Errorf("the reaper did not take the cell: %w", err)
+	}
+	return nil
+}
+
+// takeCell is a waiting reaper's: the cell handed to it on fd 3, its
+// standard error made the session's; it returns the connection, whose
+// end is the session's, and the cgroup's path ("" when the session ended
+// without handing one).
+func takeCell() (*os.File, string, error) {
+	f := os.NewFile(3, "session")
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, "", err
+	}
+	c, ok := fc.(*net.UnixConn)
+	if !ok {
+		fc.Close()
+		return nil, "", errors.New("fd 3 is not a unix socket")
+	}
+	buf := make([]byte, 2+4096)
+	oob := make([]byte, unix.CmsgSpace(maxReaperFDs*4))
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	// Held until this process exits: the links keep the programs on.
+	var fds []int
+	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+		for _, m := range msgs {
+			if got, err := unix.ParseUnixRights(&m); err == nil {
+				fds = append(fds, got...)
+			}
+		}
+	}
+	switch {
+	case err != nil:
+		return nil, "", err
+	case n == 0:
+		return nil, "", nil
+	case flags&unix.MSG_CTRUNC != 0 || len(fds) == 0:
+		return nil, "", errors.New("the cell's descriptors did not all come")
+	}
+	for n < 2 || n < 2+int(binary.BigEndian.Uint16(buf)) {
+		m, err := c.Read(buf[n:])
+		if err != nil {
+			return nil, "", fmt.Errorf("the cell's path: %w", err)
+		}
+		n += m
+	}
+	unix.Dup2(fds[0], 2)
+	unix.Close(fds[0])
+	if _, err := c.Write([]byte{1}); err != nil {
+		return nil, "", err
+	}
+	file, err := c.File()
+	c.Close()
+	if err != nil {
+		return nil, "", err
+	}
+	return file, string(buf[2 : 2+int(binary.BigEndian.Uint16(buf))]), nil
+}
+
 // Reap is the reaper's main: fd 3 is the pipe from the session, fds 4 and up
-// keep the programs attached until this process exits.
+// keep the programs attached until this process exits. Started ahead
+// (reaperWaits), fd 3 is a socket on which the cell comes first.
 func Reap(cgroupPath string) int {
 	pipe := os.NewFile(3, "session")
+	if cgroupPath == reaperWaits {
+		var err error
+		if pipe, cgroupPath, err = takeCell(); err != nil {
+			// Its session, told nothing back, starts one of its own.
+			fmt.Fprintf(os.Stderr, "agent-lock reaper: %v\n", err)
+			return 1
+		}
+		if cgroupPath == "" {
+			return 0
+		}
+	}
 	io.Copy(io.Discard, pipe) // returns when the session's end closes
 	if err := killCgroup(cgroupPath, 30*time.Second); err != nil {
 		// The pins stay: the cell stays closed until a later sweep.
