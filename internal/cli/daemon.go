@@ -155,6 +155,10 @@ func daemonStandby(ctx context.Context, stderr io.Writer) int {
 	if err := session.StartReaperAhead(); err != nil {
 		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: its reaper (its session starts one): %v\n", err)
 	}
+	// And its network's self-test, moved into the cell once it exists.
+	if err := netcell.StartProbeAhead(); err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: its network self-test (its session starts one): %v\n", err)
+	}
 	fmt.Fprintf(stderr, "agent-lock daemon: a session is ready ahead (pid %d)\n", os.Getpid())
 	c, args, conn, err := sb.Wait()
 	if errors.Is(err, daemon.ErrNoRequest) {

@@ -175,8 +175,21 @@ exit 3
 	// The session's agent-lock killed (SIGKILL: nothing of it runs on):
 	// the reaper it started ahead, while it waited for a request, kills
 	// the cell (the agent's child included, which no parent-death signal
-	// reaches).
+	// reaches). It started its network's self-test ahead too, and moved
+	// it into the cell.
 	ahead()
+	children := func(pid, re string) string {
+		out, _ := exec.Command("pgrep", "-P", pid, "-af", re).Output()
+		return strings.TrimSpace(string(out))
+	}
+	ready := regexp.MustCompile(`a session is ready ahead \(pid (\d+)\)`).FindAllStringSubmatch(dlog(), -1)
+	if len(ready) == 0 {
+		t.Fatalf("no session ready ahead:\n%s", dlog())
+	}
+	standby := ready[len(ready)-1][1]
+	if children(standby, `__netprobe -$`) == "" || children(standby, `__reaper -$`) == "" {
+		t.Errorf("the session ready ahead has not started its self-test and reaper: %q", children(standby, "."))
+	}
 	client = asUser(sock, "--headless", "--report", "/dev/null", ".", "--", "sh", "-c", "sleep 3231 & wait")
 	if err := client.Start(); err != nil {
 		t.Fatal(err)
@@ -186,12 +199,14 @@ exit 3
 	if m == nil {
 		t.Fatalf("the session was not the one started ahead:\n%s", dlog())
 	}
-	children := func(re string) string {
-		out, _ := exec.Command("pgrep", "-P", m[1], "-af", re).Output()
-		return strings.TrimSpace(string(out))
+	if m[1] != standby {
+		t.Errorf("the session %s was not the one ready ahead (%s)", m[1], standby)
 	}
-	if children(`__reaper -$`) == "" || children(`__reaper /`) != "" {
-		t.Errorf("the session's reaper was not the one it started ahead: %q", children(`__reaper`))
+	if children(m[1], `__reaper -$`) == "" || children(m[1], `__reaper /`) != "" {
+		t.Errorf("the session's reaper was not the one it started ahead: %q", children(m[1], `__reaper`))
+	}
+	if c := children(m[1], `__netprobe`); c != "" {
+		t.Errorf("the session's network self-test started ahead was not the one it ran: %q", c)
 	}
 	pid, _ := strconv.Atoi(m[1])
 	syscall.Kill(pid, syscall.SIGKILL)

@@ -1,6 +1,7 @@
 package netcell
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -74,37 +76,63 @@ func (c *Cell) Probe(ctx context.Context, cgroupFD int, bornKilled func() error)
 	port4 := t4.Addr().(*net.TCPAddr).Port
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var cmd *exec.Cmd
+	args := []string{mode, name, answer.String(), strconv.Itoa(port4), strconv.Itoa(port6), strconv.Itoa(u4.LocalAddr().(*net.UDPAddr).Port)}
 	var stdout, stderr strings.Builder
+	var pid int
+	if p := takeProbeAhead(); p != nil {
+		out, serr, asked, err := p.run(ctx, cgroupFD, args)
+		switch {
+		case err == nil:
+			stdout.WriteString(out)
+			pid = p.cmd.Process.Pid
+		case asked:
+			return fmt.Errorf("the network self-test in the cell failed: %v: %s", err, strings.TrimSpace(serr))
+		}
+		// Not moved into the cell (gone meanwhile): one is started there.
+	}
+	if pid == 0 {
+		if pid, err = probeBorn(ctx, cgroupFD, bornKilled, args, &stdout, &stderr); err != nil {
+			return err
+		}
+	}
+	return c.probeReports(stdout.String(), uint32(pid), port4)
+}
+
+// probeBorn runs the probe as the cell's first process (cloned into its
+// cgroup), again while the kernel kills it at birth.
+func probeBorn(ctx context.Context, cgroupFD int, bornKilled func() error, args []string, stdout, stderr *strings.Builder) (int, error) {
+	var cmd *exec.Cmd
 	for {
-		cmd = exec.CommandContext(ctx, "/proc/self/exe", ProbeArg, mode, name, answer.String(),
-			strconv.Itoa(port4), strconv.Itoa(port6), strconv.Itoa(u4.LocalAddr().(*net.UDPAddr).Port))
+		cmd = exec.CommandContext(ctx, "/proc/self/exe", append([]string{ProbeArg}, args...)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD, Pdeathsig: syscall.SIGKILL}
 		cmd.Dir = "/"
 		stdout.Reset()
 		stderr.Reset()
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Stdout, cmd.Stderr = stdout, stderr
 		err := cmd.Run()
 		if err == nil {
-			break
+			return cmd.Process.Pid, nil
 		}
 		// Killed before it wrote a word: at birth (a SIGKILL later, the
 		// out-of-memory killer's, is a failure like any other).
 		if bornKilled != nil && ctx.Err() == nil && killed(err) && stdout.Len() == 0 {
 			if err := bornKilled(); err != nil {
-				return err
+				return 0, err
 			}
 			continue
 		}
-		return fmt.Errorf("the network self-test in the cell failed: %v: %s", err, strings.TrimSpace(stderr.String()))
+		return 0, fmt.Errorf("the network self-test in the cell failed: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	// Each attempt it made is reported; every report of it is taken
-	// here, so that none reaches the session's.
+}
+
+// probeReports waits for the reports of every attempt the probe (pid)
+// said it made: each is reported, and every report of it is taken here,
+// so that none reaches the session's.
+func (c *Cell) probeReports(stdout string, pid uint32, port4 int) error {
 	var want int
-	if _, err := fmt.Sscanf(strings.TrimPrefix(stdout.String(), probeStarted), "reports %d", &want); err != nil {
-		return fmt.Errorf("the network self-test said %q", stdout.String())
+	if _, err := fmt.Sscanf(strings.TrimPrefix(stdout, probeStarted), "reports %d", &want); err != nil {
+		return fmt.Errorf("the network self-test said %q", stdout)
 	}
-	pid := uint32(cmd.Process.Pid)
 	timeout := time.After(5 * time.Second)
 	seen, lo := 0, false
 	for seen < want || !lo {
@@ -123,6 +151,93 @@ func (c *Cell) Probe(ctx context.Context, cgroupFD int, bornKilled func() error)
 		}
 	}
 	return nil
+}
+
+// probeWaits is the probe's argument that makes it wait for the others on
+// its standard input (StartProbeAhead).
+const probeWaits = "-"
+
+// probeAhead is a probe started before its cell, if any.
+var probeAhead struct {
+	sync.Mutex
+	p *readyProbe
+}
+
+type readyProbe struct {
+	cmd            *exec.Cmd
+	in             *os.File
+	stdout, stderr strings.Builder
+	done           chan struct{}
+	err            error
+}
+
+// StartProbeAhead starts the network self-test of this process's next
+// cell now, to be moved into the cell once it exists: a daemon's session
+// started ahead (daemon.Standby) does it while no request waits, so that
+// the probe's start (a Go process's, a tenth of a second under emulation)
+// is not part of the session's. A probe never needed ends with this
+// process.
+func StartProbeAhead() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	p := &readyProbe{in: w, done: make(chan struct{})}
+	p.cmd = exec.Command("/proc/self/exe", ProbeArg, probeWaits)
+	p.cmd.Stdin = r
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.Dir = "/"
+	if err := p.cmd.Start(); err != nil {
+		w.Close()
+		return err
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	probeAhead.Lock()
+	defer probeAhead.Unlock()
+	if old := probeAhead.p; old != nil {
+		old.in.Close()
+	}
+	probeAhead.p = p
+	return nil
+}
+
+func takeProbeAhead() *readyProbe {
+	probeAhead.Lock()
+	defer probeAhead.Unlock()
+	p := probeAhead.p
+	probeAhead.p = nil
+	return p
+}
+
+// run moves the probe into the cell (cgroupFD), and only then tells it
+// what to check: every socket it makes is the cell's. It returns what it
+// wrote once it ended, and whether it was asked (moved and told).
+func (p *readyProbe) run(ctx context.Context, cgroupFD int, args []string) (stdout, stderr string, asked bool, err error) {
+	defer p.in.Close()
+	fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		_, err = unix.Write(fd, []byte(strconv.Itoa(p.cmd.Process.Pid)))
+		unix.Close(fd)
+	}
+	if err != nil {
+		p.cmd.Process.Kill()
+		return "", "", false, fmt.Errorf("move the probe into the cell: %w", err)
+	}
+	if _, err := p.in.WriteString(strings.Join(args, " ") + "\n"); err != nil {
+		p.cmd.Process.Kill()
+		return "", "", true, err
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	return p.stdout.String(), p.stderr.String(), true, p.err
 }
 
 // probeStarted is what RunProbe writes first.
@@ -144,6 +259,15 @@ func killed(err error) bool {
 // socket the cell is not granted. It exits 0 when every check holds, and
 // says what failed otherwise.
 func RunProbe(args []string) int {
+	if len(args) == 1 && args[0] == probeWaits {
+		// Started ahead: what to check comes on standard input, once
+		// this process is in the cell.
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil {
+			return 0 // never needed
+		}
+		args = strings.Fields(line)
+	}
 	// First, so that a kill after the start is not taken for one at birth
 	// (Probe).
 	fmt.Print(probeStarted)
