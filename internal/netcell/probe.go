@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -183,12 +184,21 @@ func StartProbeAhead() error {
 		return err
 	}
 	defer r.Close()
+	runs, ran, err := os.Pipe()
+	if err != nil {
+		w.Close()
+		return err
+	}
+	defer runs.Close()
 	p := &readyProbe{in: w, done: make(chan struct{})}
 	p.cmd = exec.Command("/proc/self/exe", ProbeArg, probeWaits)
 	p.cmd.Stdin = r
+	p.cmd.ExtraFiles = []*os.File{ran}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.Dir = "/"
-	if err := p.cmd.Start(); err != nil {
+	err = p.cmd.Start()
+	ran.Close()
+	if err != nil {
 		w.Close()
 		return err
 	}
@@ -196,6 +206,13 @@ func StartProbeAhead() error {
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
+	// Until it runs (its end of runs closed): a session that took it at
+	// once would wait for its start all the same.
+	runs.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, runs); err != nil {
+		w.Close()
+		return fmt.Errorf("the network self-test did not start: %w", err)
+	}
 	probeAhead.Lock()
 	defer probeAhead.Unlock()
 	if old := probeAhead.p; old != nil {
@@ -260,8 +277,10 @@ func killed(err error) bool {
 // says what failed otherwise.
 func RunProbe(args []string) int {
 	if len(args) == 1 && args[0] == probeWaits {
-		// Started ahead: what to check comes on standard input, once
-		// this process is in the cell.
+		// Started ahead: it says it runs (closing fd 3), and what to
+		// check comes on standard input, once this process is in the
+		// cell.
+		unix.Close(3)
 		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 		if err != nil {
 			return 0 // never needed

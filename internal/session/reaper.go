@@ -101,12 +101,22 @@ func StartReaperAhead() error {
 		return err
 	}
 	go cmd.Wait()
+	c := fc.(*net.UnixConn)
+	// Until it runs (a byte says so): a session that took it at once
+	// would wait for its start all the same.
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err = io.ReadFull(c, make([]byte, 1))
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("the reaper did not start: %w", err)
+	}
 	reaperAhead.Lock()
 	defer reaperAhead.Unlock()
 	if reaperAhead.c != nil {
 		reaperAhead.c.Close()
 	}
-	reaperAhead.c = fc.(*net.UnixConn)
+	reaperAhead.c = c
 	return nil
 }
 
@@ -172,6 +182,9 @@ func takeCell() (*os.File, string, error) {
 	if !ok {
 		fc.Close()
 		return nil, "", errors.New("fd 3 is not a unix socket")
+	}
+	if _, err := c.Write([]byte{0}); err != nil {
+		return nil, "", err
 	}
 	buf := make([]byte, 2+4096)
 	oob := make([]byte, unix.CmsgSpace(maxReaperFDs*4))
