@@ -284,12 +284,15 @@ func MakePlan(o Options, agent Agent) (Plan, error) { return makePlan(o, agent, 
 // profiles' missing folders and files made first.
 func Prepare(o Options, agent Agent) (Plan, error) {
 	var plan Plan
+	// Read as root: sudo's environment (/proc/PID/environ, root's, mode
+	// 0400) is not the user's to open (baseEnv).
+	env := baseEnv()
 	err := asuser.Do(agent.ID(), func() error {
 		var err error
 		plan, err = makePlan(o, agent, &profile.Maker{
 			Dir:  func(p string) error { return asuser.MkdirAll(agent.ID(), p) },
 			File: func(p, content string) error { return asuser.CreateFile(agent.ID(), p, content) },
-		}, baseEnv())
+		}, env)
 		return err
 	})
 	if e := (*Error)(nil); err != nil && !errors.As(err, &e) {
