@@ -159,8 +159,10 @@ func daemonStandby(ctx context.Context, stderr io.Writer) int {
 	if err := netcell.StartProbeAhead(); err != nil {
 		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: its network self-test (its session starts one): %v\n", err)
 	}
-	fmt.Fprintf(stderr, "agent-lock daemon: a session is ready ahead (pid %d)\n", os.Getpid())
-	c, args, conn, err := sb.Wait()
+	if err := sb.Ready(); err != nil {
+		return 0 // the daemon went
+	}
+	c, args, conn, err := sb.Wait(ctx)
 	if errors.Is(err, daemon.ErrNoRequest) {
 		return 0
 	}

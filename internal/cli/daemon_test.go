@@ -158,6 +158,29 @@ exit 3
 		t.Errorf("no session was of the engine the daemon loaded ahead for (%v):\n%s", engs, dlog())
 	}
 
+	// The session started ahead killed while it waits: the daemon starts
+	// another, which takes the next request (the client killed, below).
+	ahead()
+	readyPids := func() []string {
+		var pids []string
+		for _, m := range regexp.MustCompile(`a session is ready ahead \(pid (\d+)\)`).FindAllStringSubmatch(dlog(), -1) {
+			pids = append(pids, m[1])
+		}
+		return pids
+	}
+	before := readyPids()
+	idle, _ := strconv.Atoi(before[len(before)-1])
+	syscall.Kill(idle, syscall.SIGKILL)
+	for i := 0; len(readyPids()) == len(before); i++ {
+		if i > 600 {
+			t.Fatalf("no session started ahead again after the idle one was killed:\n%s", dlog())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(dlog(), "ended before any request") {
+		t.Errorf("the daemon did not say the idle session ended:\n%s", dlog())
+	}
+
 	// The client killed: its session ends, and everything in it. It takes
 	// the programs loaded ahead, and the next are loaded once its agent
 	// runs (its session closes spareDesc.Started's pipe), not at its end.

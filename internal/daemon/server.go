@@ -58,6 +58,7 @@ type Server struct {
 	mu       sync.Mutex
 	reading  map[uint32]int
 	standby  *standby // the one waiting, if any (s.mu)
+	exe      os.FileInfo
 	starting sync.Mutex
 	wg       sync.WaitGroup
 	// asking bounds the connections not yet answered: each holds a
@@ -78,6 +79,10 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	s.asking = make(chan struct{}, maxAsking)
+	var err error
+	if s.exe, err = os.Stat(s.Exe); err != nil {
+		return fmt.Errorf("the sessions' binary: %w", err)
+	}
 	if s.StandbyArg != "" {
 		sctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -246,14 +251,18 @@ func (s *Server) begin(p peer, req Request, files []*os.File, conn *net.UnixConn
 	if err != nil {
 		return 0, false, err
 	}
-	if sb := s.take(); sb != nil {
-		err := sb.hand(c, name, req.Args, files, conn)
-		if err == nil {
-			return sb.cmd.Process.Pid, true, nil
-		}
-		sb.kill()
-		if s.Log != nil {
-			s.Log("the session started ahead did not take the request (starting one): %v", err)
+	// A request too large to hand is the request's, not the standby's:
+	// it stays for the next.
+	if body, err := handoffBody(c, name, req.Args); err == nil {
+		if sb := s.take(); sb != nil {
+			err := sb.hand(body, files, conn)
+			if err == nil {
+				return sb.cmd.Process.Pid, true, nil
+			}
+			sb.kill()
+			if s.Log != nil {
+				s.Log("the session started ahead did not take the request (starting one): %v", err)
+			}
 		}
 	}
 	// The spare is taken only for a session that starts (taking one
@@ -294,7 +303,15 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if len(args) >= 2 && s.StandbyArg != "" && args[1] == s.StandbyArg {
+		if len(args) < 2 || (args[1] != s.SessionArg && (s.StandbyArg == "" || args[1] != s.StandbyArg)) {
+			continue
+		}
+		// This binary's: a setuid program's process is root's too, with
+		// the arguments, name and environment its user gave it.
+		if fi, err := os.Stat("/proc/" + e.Name() + "/exe"); err != nil || !os.SameFile(fi, s.exe) {
+			continue
+		}
+		if args[1] == s.StandbyArg {
 			// A standby once it took a request (its name says whose).
 			comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
 			if u, ok := strings.CutPrefix(strings.TrimSpace(string(comm)), standbyMark); ok {
@@ -303,9 +320,6 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 					mine++
 				}
 			}
-			continue
-		}
-		if len(args) < 2 || args[1] != s.SessionArg {
 			continue
 		}
 		all++

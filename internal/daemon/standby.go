@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,11 +28,13 @@ import (
 // It is started as a session is (root, a session of its own, the system's
 // PATH), with its end of a socket to the daemon at standbyFD and the
 // spare's descriptors from StandbySpareFD on. The daemon sends it the
-// spare's description (standbySpare), and later the request (handoff)
-// with the caller's folder, connection and streams; it answers once it
-// took them (standbyNote.Taken) and once the agent runs (Started: the
-// next standby is started only then, so that it does not slow this
-// session's start). While idle it ends when the daemon's end closes.
+// spare's description (standbySpare); it answers once it is ready (its
+// spares taken, its helpers running: standbyNote.Ready), and only then is
+// it given a request. The request comes with the caller's folder,
+// connection and streams (handoff); it answers once it took them
+// (Taken) and once the agent runs (Started: the next standby is started
+// only then, so that it does not slow this session's start). While idle
+// it ends when the daemon's end closes.
 
 const (
 	standbyFD = 3
@@ -50,6 +53,10 @@ const (
 	// startBound is how long the next standby waits for the last one's
 	// agent to start before it is started anyway.
 	startBound = 30 * time.Second
+	// readyBound bounds a standby's getting ready: its Go start, its
+	// taking of the spares and its helpers' starts (seconds under
+	// emulation at the most).
+	readyBound = 2 * time.Minute
 )
 
 type standbySpare struct {
@@ -63,6 +70,7 @@ type handoff struct {
 }
 
 type standbyNote struct {
+	Ready   bool `json:"ready,omitempty"`
 	Taken   bool `json:"taken,omitempty"`
 	Started bool `json:"started,omitempty"`
 }
@@ -72,16 +80,28 @@ const systemPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 
 // standby is the daemon's side of one.
 type standby struct {
-	cmd     *exec.Cmd
-	c       *net.UnixConn
-	exited  chan struct{}
-	started chan struct{} // closed once its agent runs, or it ended
+	cmd    *exec.Cmd
+	c      *net.UnixConn
+	exited chan struct{}
+	// done is closed once the next may be started: its agent runs, it
+	// ended, a handoff to it failed, or startBound passed since it took
+	// a request.
+	done     chan struct{}
+	doneOnce sync.Once
 }
 
+func (sb *standby) finish() { sb.doneOnce.Do(func() { close(sb.done) }) }
+
 // keepStandby keeps one standby waiting until ctx ends: a new one once
-// the last took a request and its agent runs, and once the spares it
-// would take are ready (SpareWait).
+// the last took a request and its agent runs (or it ended, or failed),
+// and once the spares it would take are ready (SpareWait).
 func (s *Server) keepStandby(ctx context.Context) {
+	pause := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
 	for ctx.Err() == nil {
 		if s.SpareWait != nil {
 			s.SpareWait(ctx)
@@ -94,17 +114,18 @@ func (s *Server) keepStandby(ctx context.Context) {
 			if s.Log != nil {
 				s.Log("no session started ahead (each starts its own): %v", err)
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(10 * time.Second):
-			}
+			pause()
 			continue
 		}
 		s.mu.Lock()
 		s.standby = sb
 		s.mu.Unlock()
+		if s.Log != nil {
+			s.Log("a session is ready ahead (pid %d)", sb.cmd.Process.Pid)
+		}
 		select {
-		case <-sb.started:
+		case <-sb.done:
+		case <-sb.exited:
 		case <-ctx.Done():
 			if s.take() == sb {
 				// Idle: its end closed, it ends.
@@ -113,14 +134,18 @@ func (s *Server) keepStandby(ctx context.Context) {
 			return
 		}
 		if s.take() == sb {
-			// Ended while idle.
+			// Gone while idle.
+			sb.kill()
 			if s.Log != nil {
 				s.Log("the session started ahead ended before any request (%v): starting another", sb.cmd.ProcessState)
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(10 * time.Second):
-			}
+			pause()
+			continue
+		}
+		select {
+		case <-sb.done:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -166,17 +191,27 @@ func (s *Server) startStandby() (*standby, error) {
 		c.Close()
 		return nil, err
 	}
-	sb := &standby{cmd: cmd, c: c, exited: make(chan struct{}), started: make(chan struct{})}
+	sb := &standby{cmd: cmd, c: c, exited: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		close(sb.exited)
 	}()
-	c.SetWriteDeadline(time.Now().Add(handTimeout))
+	c.SetDeadline(time.Now().Add(readyBound))
 	err = writeFrame(c, standbySpare{Spare: spare})
-	c.SetWriteDeadline(time.Time{})
+	var n standbyNote
+	if err == nil {
+		var body []byte
+		if body, _, err = readFrame(c, 0); err == nil {
+			err = json.Unmarshal(body, &n)
+		}
+	}
+	c.SetDeadline(time.Time{})
+	if err == nil && !n.Ready {
+		err = errors.New("it did not say it was ready")
+	}
 	if err != nil {
 		sb.kill()
-		return nil, err
+		return nil, fmt.Errorf("the session started ahead: %w", err)
 	}
 	return sb, nil
 }
@@ -186,25 +221,37 @@ func (sb *standby) kill() {
 	sb.cmd.Process.Kill()
 	sb.c.Close()
 	<-sb.exited
+	sb.finish()
 }
 
-// hand gives sb the request: the caller, its arguments, and its folder,
+// handoffBody is the request as a standby is handed it, or an error when
+// it would not fit a frame (a process started for it takes it instead).
+func handoffBody(c Caller, name string, args []string) (json.RawMessage, error) {
+	b, err := json.Marshal(handoff{Caller: c, Name: name, Args: args})
+	if err == nil && len(b) > MaxFrame {
+		err = fmt.Errorf("a handoff of %d bytes", len(b))
+	}
+	return b, err
+}
+
+// hand gives sb the request (body, handoffBody's), with its folder,
 // connection and streams (files as a request carries them). Once it
 // answers that it took it, it is the caller's session, counted as such.
-func (sb *standby) hand(c Caller, name string, args []string, files []*os.File, conn *net.UnixConn) error {
+// On an error the caller kills it.
+func (sb *standby) hand(body json.RawMessage, files []*os.File, conn *net.UnixConn) error {
 	cc, err := conn.File()
 	if err != nil {
 		return err
 	}
 	defer cc.Close()
 	sb.c.SetDeadline(time.Now().Add(handTimeout))
-	err = writeFrame(sb.c, handoff{Caller: c, Name: name, Args: args},
+	err = writeFrame(sb.c, body,
 		int(files[0].Fd()), int(cc.Fd()), int(files[1].Fd()), int(files[2].Fd()), int(files[3].Fd()))
 	var n standbyNote
 	if err == nil {
-		var body []byte
-		if body, _, err = readFrame(sb.c, 0); err == nil {
-			err = json.Unmarshal(body, &n)
+		var b []byte
+		if b, _, err = readFrame(sb.c, 0); err == nil {
+			err = json.Unmarshal(b, &n)
 		}
 	}
 	sb.c.SetDeadline(time.Time{})
@@ -215,15 +262,15 @@ func (sb *standby) hand(c Caller, name string, args []string, files []*os.File, 
 		return err
 	}
 	go func() {
-		defer close(sb.started)
+		defer sb.finish()
 		stop := time.AfterFunc(startBound, func() { sb.c.Close() })
 		defer stop.Stop()
 		for {
-			body, _, err := readFrame(sb.c, 0)
+			b, _, err := readFrame(sb.c, 0)
 			if err != nil {
 				return
 			}
-			if json.Unmarshal(body, &n) == nil && n.Started {
+			if json.Unmarshal(b, &n) == nil && n.Started {
 				return
 			}
 		}
@@ -234,10 +281,12 @@ func (sb *standby) hand(c Caller, name string, args []string, files []*os.File, 
 // Standby is a standby's own side.
 type Standby struct {
 	c *net.UnixConn
-	// std are the standard streams it started with, kept from the
-	// collector: their finalizers would close the caller's.
-	std []*os.File
 }
+
+// startStd are a standby's standard streams as it started, made again
+// (Wait): kept from the collector, whose finalizers would close the
+// caller's streams that took their descriptors.
+var startStd []*os.File
 
 // ServeStandby takes what the daemon started this standby with: it
 // returns the spare's description (its descriptors from StandbySpareFD
@@ -269,7 +318,13 @@ func ServeStandby() (*Standby, json.RawMessage, error) {
 	return &Standby{c: c}, sp.Spare, nil
 }
 
-// ErrNoRequest says the daemon ended its standby before handing it one.
+// Ready tells the daemon that this standby may be handed a request.
+func (s *Standby) Ready() error {
+	return writeFrame(s.c, standbyNote{Ready: true})
+}
+
+// ErrNoRequest says the daemon ended its standby before handing it one
+// (or ctx ended first).
 var ErrNoRequest = errors.New("the daemon ended before handing a request")
 
 // Wait waits for the request and makes this process its session, as
@@ -278,10 +333,15 @@ var ErrNoRequest = errors.New("the daemon ended before handing a request")
 // the caller's ids in SUDO_UID, SUDO_GID and SUDO_USER, and named as the
 // caller's session (standbyMark). It returns the caller, agent-lock's
 // arguments and the connection.
-func (s *Standby) Wait() (Caller, []string, *Conn, error) {
+func (s *Standby) Wait(ctx context.Context) (Caller, []string, *Conn, error) {
+	// Ended meanwhile (SIGTERM, SIGHUP): no request is taken.
+	stop := context.AfterFunc(ctx, func() { s.c.Close() })
 	body, files, err := readFrame(s.c, handoffFDs)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
+	if !stop() || err != nil {
+		for _, f := range files {
+			f.Close()
+		}
+		if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {
 			err = ErrNoRequest
 		}
 		return Caller{}, nil, nil, err
@@ -298,25 +358,10 @@ func (s *Standby) Wait() (Caller, []string, *Conn, error) {
 	if len(files) != handoffFDs {
 		return Caller{}, nil, nil, fmt.Errorf("the daemon's handoff carried %d descriptors, not %d", len(files), handoffFDs)
 	}
+	// What can fail first, while this process's streams are still the
+	// daemon's (its log).
 	if err := unix.Fchdir(int(files[0].Fd())); err != nil {
 		return Caller{}, nil, nil, fmt.Errorf("the caller's folder: %w", err)
-	}
-	for i, f := range files[2:] {
-		if err := unix.Dup3(int(f.Fd()), i, 0); err != nil {
-			return Caller{}, nil, nil, fmt.Errorf("the caller's streams: %w", err)
-		}
-	}
-	// Made again: Go decides at a file's making whether the poller
-	// serves it (a pipe's or a terminal's the client made is
-	// non-blocking), and the first were /dev/null's.
-	s.std = []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	os.Stdin, os.Stdout, os.Stderr = os.NewFile(0, "/dev/stdin"), os.NewFile(1, "/dev/stdout"), os.NewFile(2, "/dev/stderr")
-	uid := strconv.FormatUint(uint64(h.Caller.UID), 10)
-	for k, v := range map[string]string{"SUDO_UID": uid, "SUDO_GID": strconv.FormatUint(uint64(h.Caller.GID), 10), "SUDO_USER": h.Name} {
-		os.Setenv(k, v)
-	}
-	if err := os.WriteFile("/proc/self/comm", []byte(standbyMark+uid), 0); err != nil {
-		return Caller{}, nil, nil, fmt.Errorf("name this session: %w", err)
 	}
 	fc, err := net.FileConn(files[1])
 	if err != nil {
@@ -327,6 +372,25 @@ func (s *Standby) Wait() (Caller, []string, *Conn, error) {
 		fc.Close()
 		return Caller{}, nil, nil, errors.New("the client's connection is not a unix socket")
 	}
+	uid := strconv.FormatUint(uint64(h.Caller.UID), 10)
+	if err := os.WriteFile("/proc/self/comm", []byte(standbyMark+uid), 0); err != nil {
+		uc.Close()
+		return Caller{}, nil, nil, fmt.Errorf("name this session: %w", err)
+	}
+	for k, v := range map[string]string{"SUDO_UID": uid, "SUDO_GID": strconv.FormatUint(uint64(h.Caller.GID), 10), "SUDO_USER": h.Name} {
+		os.Setenv(k, v)
+	}
+	for i, f := range files[2:] {
+		if err := unix.Dup3(int(f.Fd()), i, 0); err != nil {
+			uc.Close()
+			return Caller{}, nil, nil, fmt.Errorf("the caller's streams: %w", err)
+		}
+	}
+	// Made again: Go decides at a file's making whether the poller
+	// serves it (a pipe's or a terminal's the client made is
+	// non-blocking), and the first were /dev/null's.
+	startStd = []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	os.Stdin, os.Stdout, os.Stderr = os.NewFile(0, "/dev/stdin"), os.NewFile(1, "/dev/stdout"), os.NewFile(2, "/dev/stderr")
 	if err := writeFrame(s.c, standbyNote{Taken: true}); err != nil {
 		uc.Close()
 		return Caller{}, nil, nil, fmt.Errorf("answer the daemon: %w", err)

@@ -235,6 +235,12 @@ func takeProbeAhead() *readyProbe {
 // wrote once it ended, and whether it was asked (moved and told).
 func (p *readyProbe) run(ctx context.Context, cgroupFD int, args []string) (stdout, stderr string, asked bool, err error) {
 	defer p.in.Close()
+	select {
+	case <-p.done:
+		// Gone (and reaped: its pid may be another's now).
+		return "", "", false, errors.New("the probe started ahead ended")
+	default:
+	}
 	fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err == nil {
 		_, err = unix.Write(fd, []byte(strconv.Itoa(p.cmd.Process.Pid)))

@@ -29,15 +29,20 @@ const ReaperArg = "__reaper"
 // hangup of the terminal does not reach it.
 func startReaper(cgroupPath string, links []*os.File) (release func(), err error) {
 	if c := takeReaperAhead(); c != nil {
-		err := handReaper(c, cgroupPath, links)
+		sent, err := handReaper(c, cgroupPath, links)
 		if err == nil {
 			for _, l := range links {
 				l.Close()
 			}
 			return func() { c.Close() }, nil
 		}
-		// Without a cell it ends at the close.
 		c.Close()
+		if sent {
+			// It may hold the cell, and kill it at this close: the
+			// session cannot go on in it.
+			return nil, fmt.Errorf("start reaper: %w", err)
+		}
+		// Given nothing, it ends at the close.
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -140,9 +145,9 @@ const maxReaperFDs = 250
 // process's standard error and the links, in one message; it returns once
 // the reaper said it holds them (a byte back), as a reaper started for the
 // cell holds them from its start.
-func handReaper(c *net.UnixConn, cgroupPath string, links []*os.File) error {
+func handReaper(c *net.UnixConn, cgroupPath string, links []*os.File) (sent bool, err error) {
 	if len(links)+1 > maxReaperFDs {
-		return fmt.Errorf("%d links: a reaper takes at most %d", len(links), maxReaperFDs-1)
+		return false, fmt.Errorf("%d links: a reaper takes at most %d", len(links), maxReaperFDs-1)
 	}
 	fds := []int{2}
 	for _, l := range links {
@@ -153,18 +158,21 @@ func handReaper(c *net.UnixConn, cgroupPath string, links []*os.File) error {
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	defer c.SetWriteDeadline(time.Time{})
 	n, _, err := c.WriteMsgUnix(msg, unix.UnixRights(fds...), nil)
+	if n == 0 && err != nil {
+		return false, err
+	}
 	if err == nil && n < len(msg) {
 		_, err = c.Write(msg[n:])
 	}
 	if err != nil {
-		return err
+		return true, err
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	defer c.SetReadDeadline(time.Time{})
 	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
-		return fmt.Errorf("the reaper did not take the cell: %w", err)
+		return true, fmt.Errorf("the reaper did not take the cell: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // takeCell is a waiting reaper's: the cell handed to it on fd 3, its
@@ -215,12 +223,17 @@ func takeCell() (*os.File, string, error) {
 	}
 	unix.Dup2(fds[0], 2)
 	unix.Close(fds[0])
-	if _, err := c.Write([]byte{1}); err != nil {
+	// What can fail first: past the answer, this process alone may hold
+	// the links.
+	file, err := c.File()
+	if err != nil {
+		c.Close()
 		return nil, "", err
 	}
-	file, err := c.File()
+	_, err = c.Write([]byte{1})
 	c.Close()
 	if err != nil {
+		file.Close()
 		return nil, "", err
 	}
 	return file, string(buf[2 : 2+int(binary.BigEndian.Uint16(buf))]), nil
