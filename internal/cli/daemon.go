@@ -159,8 +159,8 @@ func daemonStandby(ctx context.Context, stderr io.Writer) int {
 	if err := netcell.StartProbeAhead(); err != nil {
 		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: its network self-test (its session starts one): %v\n", err)
 	}
-	if err := sb.Ready(); err != nil {
-		return 0 // the daemon went
+	if ctx.Err() != nil || sb.Ready() != nil {
+		return 0 // ended meanwhile, or the daemon went
 	}
 	c, args, conn, err := sb.Wait(ctx)
 	if errors.Is(err, daemon.ErrNoRequest) {

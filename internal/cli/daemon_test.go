@@ -158,8 +158,9 @@ exit 3
 		t.Errorf("no session was of the engine the daemon loaded ahead for (%v):\n%s", engs, dlog())
 	}
 
-	// The session started ahead killed while it waits: the daemon starts
-	// another, which takes the next request (the client killed, below).
+	// The session started ahead ended while it waits (SIGTERM, as a
+	// system's shutdown sends): it takes no request, and the daemon
+	// starts another, which takes the next (the client killed, below).
 	ahead()
 	readyPids := func() []string {
 		var pids []string
@@ -170,7 +171,7 @@ exit 3
 	}
 	before := readyPids()
 	idle, _ := strconv.Atoi(before[len(before)-1])
-	syscall.Kill(idle, syscall.SIGKILL)
+	syscall.Kill(idle, syscall.SIGTERM)
 	for i := 0; len(readyPids()) == len(before); i++ {
 		if i > 600 {
 			t.Fatalf("no session started ahead again after the idle one was killed:\n%s", dlog())

@@ -58,7 +58,6 @@ type Server struct {
 	mu       sync.Mutex
 	reading  map[uint32]int
 	standby  *standby // the one waiting, if any (s.mu)
-	exe      os.FileInfo
 	starting sync.Mutex
 	wg       sync.WaitGroup
 	// asking bounds the connections not yet answered: each holds a
@@ -79,10 +78,6 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	s.asking = make(chan struct{}, maxAsking)
-	var err error
-	if s.exe, err = os.Stat(s.Exe); err != nil {
-		return fmt.Errorf("the sessions' binary: %w", err)
-	}
 	if s.StandbyArg != "" {
 		sctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -306,9 +301,10 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 		if len(args) < 2 || (args[1] != s.SessionArg && (s.StandbyArg == "" || args[1] != s.StandbyArg)) {
 			continue
 		}
-		// This binary's: a setuid program's process is root's too, with
-		// the arguments, name and environment its user gave it.
-		if fi, err := os.Stat("/proc/" + e.Name() + "/exe"); err != nil || !os.SameFile(fi, s.exe) {
+		// Root's really: a setuid program's process is root's too, with
+		// the arguments, name and environment its user gave it, but its
+		// real uid is that user's.
+		if !realRoot(e.Name()) {
 			continue
 		}
 		if args[1] == s.StandbyArg {
@@ -329,6 +325,22 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 		}
 	}
 	return mine, all
+}
+
+// realRoot says whether process pid's real uid is root's (the first of
+// status's Uid: line).
+func realRoot(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if ids, ok := strings.CutPrefix(l, "Uid:"); ok {
+			f := strings.Fields(ids)
+			return len(f) > 0 && f[0] == "0"
+		}
+	}
+	return false
 }
 
 // ask counts a request of uid's being read; asked ends it.

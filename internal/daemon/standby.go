@@ -109,7 +109,7 @@ func (s *Server) keepStandby(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		sb, err := s.startStandby()
+		sb, err := s.startStandby(ctx)
 		if err != nil {
 			if s.Log != nil {
 				s.Log("no session started ahead (each starts its own): %v", err)
@@ -159,17 +159,19 @@ func (s *Server) take() *standby {
 	return sb
 }
 
-// startStandby starts a standby with the spares ready now.
-func (s *Server) startStandby() (*standby, error) {
+// startStandby starts a standby with the spares ready now, and returns
+// once it said it is ready (or failed: it died, readyBound passed, or
+// ctx ended).
+func (s *Server) startStandby(ctx context.Context) (*standby, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "standby"), os.NewFile(uintptr(fds[1]), "daemon")
-	defer theirs.Close()
 	fc, err := net.FileConn(mine)
 	mine.Close()
 	if err != nil {
+		theirs.Close()
 		return nil, err
 	}
 	c := fc.(*net.UnixConn)
@@ -187,7 +189,10 @@ func (s *Server) startStandby() (*standby, error) {
 	// Until it takes a request, what it says is the daemon's to log.
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	// Its end is its alone: its death is this end's EOF.
+	theirs.Close()
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -196,6 +201,8 @@ func (s *Server) startStandby() (*standby, error) {
 		cmd.Wait()
 		close(sb.exited)
 	}()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
 	c.SetDeadline(time.Now().Add(readyBound))
 	err = writeFrame(c, standbySpare{Spare: spare})
 	var n standbyNote
@@ -263,6 +270,7 @@ func (sb *standby) hand(body json.RawMessage, files []*os.File, conn *net.UnixCo
 	}
 	go func() {
 		defer sb.finish()
+		defer sb.c.Close()
 		stop := time.AfterFunc(startBound, func() { sb.c.Close() })
 		defer stop.Stop()
 		for {

@@ -168,8 +168,10 @@ type readyProbe struct {
 	cmd            *exec.Cmd
 	in             *os.File
 	stdout, stderr strings.Builder
-	done           chan struct{}
-	err            error
+	// exited is closed once it exited, before it is reaped (run reaps
+	// it): until then its pid is its own, and no other process's can be
+	// moved into the cell for it.
+	exited chan struct{}
 }
 
 // StartProbeAhead starts the network self-test of this process's next
@@ -190,7 +192,7 @@ func StartProbeAhead() error {
 		return err
 	}
 	defer runs.Close()
-	p := &readyProbe{in: w, done: make(chan struct{})}
+	p := &readyProbe{in: w, exited: make(chan struct{})}
 	p.cmd = exec.Command("/proc/self/exe", ProbeArg, probeWaits)
 	p.cmd.Stdin = r
 	p.cmd.ExtraFiles = []*os.File{ran}
@@ -203,8 +205,10 @@ func StartProbeAhead() error {
 		return err
 	}
 	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		close(p.exited)
 	}()
 	// Until it runs (its end of runs closed): a session that took it at
 	// once would wait for its start all the same.
@@ -236,8 +240,8 @@ func takeProbeAhead() *readyProbe {
 func (p *readyProbe) run(ctx context.Context, cgroupFD int, args []string) (stdout, stderr string, asked bool, err error) {
 	defer p.in.Close()
 	select {
-	case <-p.done:
-		// Gone (and reaped: its pid may be another's now).
+	case <-p.exited:
+		p.cmd.Wait()
 		return "", "", false, errors.New("the probe started ahead ended")
 	default:
 	}
@@ -248,19 +252,21 @@ func (p *readyProbe) run(ctx context.Context, cgroupFD int, args []string) (stdo
 	}
 	if err != nil {
 		p.cmd.Process.Kill()
+		p.cmd.Wait()
 		return "", "", false, fmt.Errorf("move the probe into the cell: %w", err)
 	}
 	if _, err := p.in.WriteString(strings.Join(args, " ") + "\n"); err != nil {
 		p.cmd.Process.Kill()
+		p.cmd.Wait()
 		return "", "", true, err
 	}
 	select {
-	case <-p.done:
+	case <-p.exited:
 	case <-ctx.Done():
 		p.cmd.Process.Kill()
-		<-p.done
 	}
-	return p.stdout.String(), p.stderr.String(), true, p.err
+	err = p.cmd.Wait()
+	return p.stdout.String(), p.stderr.String(), true, err
 }
 
 // probeStarted is what RunProbe writes first.

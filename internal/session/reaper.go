@@ -91,17 +91,20 @@ func StartReaperAhead() error {
 		return err
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "reaper"), os.NewFile(uintptr(fds[1]), "session")
-	defer theirs.Close()
 	fc, err := net.FileConn(mine)
 	mine.Close()
 	if err != nil {
+		theirs.Close()
 		return err
 	}
 	cmd := exec.Command(self, ReaperArg, reaperWaits)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	// Its end is its alone: its death is this end's EOF.
+	theirs.Close()
+	if err != nil {
 		fc.Close()
 		return err
 	}
