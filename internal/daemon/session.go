@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -55,16 +54,26 @@ func ServeSession() (Caller, *Conn, error) {
 	}
 	f := os.NewFile(connFD, "client")
 	defer f.Close()
+	uc, err := unixConn(f, "the client's connection")
+	if err != nil {
+		return c, nil, err
+	}
+	return c, &Conn{c: uc}, nil
+}
+
+// unixConn is the unix socket f holds (f stays the caller's to close);
+// what names it in errors.
+func unixConn(f *os.File, what string) (*net.UnixConn, error) {
 	fc, err := net.FileConn(f)
 	if err != nil {
-		return c, nil, fmt.Errorf("the client's connection: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	uc, ok := fc.(*net.UnixConn)
 	if !ok {
 		fc.Close()
-		return c, nil, errors.New("the client's connection is not a unix socket")
+		return nil, fmt.Errorf("%s is not a unix socket", what)
 	}
-	return c, &Conn{c: uc}, nil
+	return uc, nil
 }
 
 // Follow passes the client's signals to signal and calls gone when the

@@ -168,13 +168,12 @@ func (s *Server) startStandby(ctx context.Context) (*standby, error) {
 		return nil, err
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "standby"), os.NewFile(uintptr(fds[1]), "daemon")
-	fc, err := net.FileConn(mine)
+	c, err := unixConn(mine, "the standby's socket")
 	mine.Close()
 	if err != nil {
 		theirs.Close()
 		return nil, err
 	}
-	c := fc.(*net.UnixConn)
 	var spare []byte
 	var spareFiles []*os.File
 	if s.Spare != nil {
@@ -304,15 +303,10 @@ func ServeStandby() (*Standby, json.RawMessage, error) {
 		return nil, nil, fmt.Errorf("the daemon's descriptors: %w", err)
 	}
 	f := os.NewFile(standbyFD, "daemon")
-	fc, err := net.FileConn(f)
+	c, err := unixConn(f, "the daemon's connection")
 	f.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("the daemon's connection: %w", err)
-	}
-	c, ok := fc.(*net.UnixConn)
-	if !ok {
-		fc.Close()
-		return nil, nil, errors.New("the daemon's connection is not a unix socket")
+		return nil, nil, err
 	}
 	body, _, err := readFrame(c, 0)
 	var sp standbySpare
@@ -371,14 +365,9 @@ func (s *Standby) Wait(ctx context.Context) (Caller, []string, *Conn, error) {
 	if err := unix.Fchdir(int(files[0].Fd())); err != nil {
 		return Caller{}, nil, nil, fmt.Errorf("the caller's folder: %w", err)
 	}
-	fc, err := net.FileConn(files[1])
+	uc, err := unixConn(files[1], "the client's connection")
 	if err != nil {
-		return Caller{}, nil, nil, fmt.Errorf("the client's connection: %w", err)
-	}
-	uc, ok := fc.(*net.UnixConn)
-	if !ok {
-		fc.Close()
-		return Caller{}, nil, nil, errors.New("the client's connection is not a unix socket")
+		return Caller{}, nil, nil, err
 	}
 	uid := strconv.FormatUint(uint64(h.Caller.UID), 10)
 	if err := os.WriteFile("/proc/self/comm", []byte(standbyMark+uid), 0); err != nil {
