@@ -86,6 +86,7 @@ unit:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 20s ./internal/daemon
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./internal/dirscan
 
 vmtest: build test-bins
 	$(VMTEST) $(VMTEST_FLAGS) -- bash test/guest-suite.sh

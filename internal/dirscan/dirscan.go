@@ -4,7 +4,8 @@
 // project before the agent starts, and the end of a session looks again:
 // in a tree of tens of thousands of folders (a monorepo, node_modules)
 // one thread reading them in turn was most of a start, and the folders'
-// reads are independent.
+// reads are independent. A Memory (memory.go) lets the next scan of the
+// same tree take the folders unchanged since from the last one's.
 package dirscan
 
 import (
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,7 +41,12 @@ const maxThreads = 8
 // It reads as id (asuser): what the user cannot read is left out, as the
 // user's own git would find it. Folders it cannot read are skipped.
 func Named(id asuser.ID, root, name string, skip []string) ([]Hit, error) {
-	s := &scan{name: name, skip: skip, stack: []string{root}, pending: 1}
+	return named(id, root, name, skip, nil)
+}
+
+// named is Named, with the folders mem remembers taken from it (nil: none).
+func named(id asuser.ID, root, name string, skip []string, mem *Memory) ([]Hit, error) {
+	s := &scan{name: name, skip: skip, stack: []string{root}, pending: 1, mem: mem, fs: map[uint64]bool{}, settled: time.Now().Add(-Settle).UnixNano()}
 	s.cond = sync.NewCond(&s.mu)
 	n := min(runtime.GOMAXPROCS(0), maxThreads)
 	errs := make(chan error, n)
@@ -102,6 +109,13 @@ type scan struct {
 	pending int
 	stopped bool
 	hits    []Hit
+
+	// mem, when set, has the last scan's folders and takes this one's
+	// (mem.next, under mu); settled: the ctime (ns) before which a folder
+	// read now is remembered.
+	mem     *Memory
+	settled int64
+	fs      map[uint64]bool // by device: remembers' answers
 }
 
 func (s *scan) abort() {
@@ -111,8 +125,16 @@ func (s *scan) abort() {
 	s.mu.Unlock()
 }
 
-// work reads folders until none is left.
+// work reads folders until none is left, a few at a time (half the
+// stack, at most maxBatch): a folder taken from a memory costs one statx,
+// less than taking the lock for it.
 func (s *scan) work() {
+	type result struct {
+		dir string
+		f   *folder
+	}
+	var batch []string
+	var found []result
 	for {
 		s.mu.Lock()
 		for len(s.stack) == 0 && s.pending > 0 && !s.stopped {
@@ -122,16 +144,30 @@ func (s *scan) work() {
 			s.mu.Unlock()
 			return
 		}
-		dir := s.stack[len(s.stack)-1]
-		s.stack = s.stack[:len(s.stack)-1]
+		n := min((len(s.stack)+1)/2, maxBatch)
+		batch = append(batch[:0], s.stack[len(s.stack)-n:]...)
+		s.stack = s.stack[:len(s.stack)-n]
 		s.mu.Unlock()
 
-		subdirs, hits := s.read(dir)
+		var subdirs []string
+		var hits []Hit
+		found = found[:0]
+		for _, dir := range batch {
+			sub, h, f := s.read(dir)
+			subdirs = append(subdirs, sub...)
+			hits = append(hits, h...)
+			if f != nil {
+				found = append(found, result{dir, f})
+			}
+		}
 
 		s.mu.Lock()
+		for _, r := range found {
+			s.mem.next[r.dir] = r.f
+		}
 		s.hits = append(s.hits, hits...)
 		s.stack = append(s.stack, subdirs...)
-		s.pending += len(subdirs) - 1
+		s.pending += len(subdirs) - len(batch)
 		if len(subdirs) > 0 || s.pending == 0 {
 			s.cond.Broadcast()
 		}
@@ -139,23 +175,55 @@ func (s *scan) work() {
 	}
 }
 
-// read lists dir: its folders to read next and its entries named s.name.
-func (s *scan) read(dir string) (subdirs []string, hits []Hit) {
+// maxBatch bounds the folders one thread takes at once.
+const maxBatch = 32
+
+// read lists dir: its folders to read next and its entries named s.name,
+// and, with a memory, the folder to remember (nil: none).
+func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
+	if s.mem != nil {
+		if f := s.recall(dir); f != nil {
+			for _, n := range f.subdirs {
+				subdirs = append(subdirs, filepath.Join(dir, n))
+			}
+			if f.hit != hitNone {
+				hits = append(hits, Hit{Path: filepath.Join(dir, s.name), Dir: f.hit == hitDir, Regular: f.hit == hitRegular})
+			}
+			return subdirs, hits, f
+		}
+	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	f := os.NewFile(uintptr(fd), dir)
-	defer f.Close()
-	ents, _ := f.ReadDir(-1)
+	// The folder's ctime before its entries are read: any change after
+	// it moves it (memory.go).
+	var st unix.Statx_t
+	if s.mem != nil && unix.Statx(fd, "", unix.AT_EMPTY_PATH, statxMask, &st) == nil &&
+		st.Mask&statxMask == statxMask && ctimeOf(&st) < s.settled && s.remembers(devOf(&st), dir) {
+		f = &folder{dev: devOf(&st), ino: st.Ino, mnt: st.Mnt_id, ctime: ctimeOf(&st)}
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	defer d.Close()
+	ents, err := d.ReadDir(-1)
+	if err != nil {
+		f = nil // read in part: not remembered
+	}
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
 		switch {
 		case e.Name() == s.name:
-			hits = append(hits, Hit{Path: p, Dir: e.IsDir(), Regular: e.Type().IsRegular()})
+			h := Hit{Path: p, Dir: e.IsDir(), Regular: e.Type().IsRegular()}
+			hits = append(hits, h)
+			if f != nil {
+				f.hit = hitOf(h)
+			}
 		case e.IsDir() && !slices.Contains(s.skip, p):
 			subdirs = append(subdirs, p)
+			if f != nil {
+				f.subdirs = append(f.subdirs, e.Name())
+			}
 		}
 	}
-	return subdirs, hits
+	return subdirs, hits, f
 }

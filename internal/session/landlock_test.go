@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -421,5 +422,70 @@ func TestAutoLandlockRemembersARefusal(t *testing.T) {
 	os.WriteFile(mark, []byte("boot 00000000-0000-0000-0000-000000000000 programs 00\n"), 0o644)
 	if third := session(); !tried(third) {
 		t.Errorf("a mark of another boot was believed: steps %+v", third.Steps)
+	}
+}
+
+// TestLandlockTripwireRemembers: the walk for git's files takes the
+// folders unchanged since the last session's walk from its memory
+// (dirscan.Memory); a repository made since in a remembered folder is
+// still found and kept: the hook the agent plants there is undone.
+func TestLandlockTripwireRemembers(t *testing.T) {
+	testenv.NeedVM(t)
+	if landlock.ABI() == 0 {
+		t.Fatal("Landlock is not available: every kernel of the matrix, and the development machines', has it")
+	}
+	bin := testenv.AgentLockBin(t)
+	_, dir := testenv.ProjectDir(t, 4242)
+	asUser := func(script string) {
+		t.Helper()
+		cmd := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, b)
+		}
+	}
+	session := func(script string) (string, map[string]string) {
+		t.Helper()
+		rep := testenv.ReportPath(t, 4242)
+		cmd := exec.Command(bin, "--headless", "--engine", "landlock", "--report", rep, dir, "--", "sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("agent-lock: %v\n%s", err, out)
+		}
+		undone := map[string]string{}
+		f, err := os.Open(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		report.Read(f, func(r report.Record) error {
+			if r.Event != nil && r.Event.Verdict == report.Undone {
+				rel, _ := filepath.Rel(dir, r.Event.Path)
+				undone[rel] = r.Event.Op
+			}
+			return nil
+		})
+		return string(out), undone
+	}
+	asUser(`mkdir -p a/b/c a/b/d e/f && git init -q e/f`)
+	// Older than the file system clock's margin (dirscan.Settle): the
+	// first session's walk remembers them.
+	time.Sleep(dirscan.Settle + 200*time.Millisecond)
+	session("true")
+	asUser(`git init -q a/b/c`)
+	hook := "a/b/c/.git/hooks/pre-commit"
+	// Not chmod: the tripwire may have removed it by then.
+	out, undone := session(`printf '#!/bin/sh\nexit 0\n' > ` + hook + ` && echo planted`)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the agent did not plant the hook: the test would prove nothing\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, hook)); err == nil {
+		t.Error("the hook planted in the repository made between the sessions is still there")
+	}
+	if undone[hook] != "create" {
+		t.Errorf("the hook planted in the repository made between the sessions: undone %v, want %s by create\n%s", undone, hook, out)
 	}
 }

@@ -29,7 +29,7 @@ func TestGitEntries(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "sub/.git"), []byte("gitdir: ../.git/modules/lib/m\n"), 0o644)
 
-	entries, more, err := gitEntries(self(), dir)
+	entries, more, err := gitEntries(self(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestGrantRoots(t *testing.T) {
 			t.Errorf("%s is kept: not a writable grant of the user's", p)
 		}
 	}
-	nested, _, err := gitEntries(self(), other, dir, other)
+	nested, _, err := gitEntries(self(), other, nil, dir, other)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,8 +70,10 @@ func (e Engine) Load(f kernel.Facts, s engine.Spec) engine.Opening {
 	if err := e.Check(f, quiet); err != nil {
 		return refused{err}
 	}
+	// The walk for git's files begins now, beside the network's making.
+	walk := walkGit(s.Policy, s.Rules, s.User)
 	if e.Alone {
-		return &opening{f: f, s: s, ports: e.Ports}
+		return &opening{f: f, s: s, ports: e.Ports, walk: walk}
 	}
 	// The observers report; the tripwire reports the protected entries'
 	// changes, with what it undid, where the observers would report the
@@ -82,7 +84,7 @@ func (e Engine) Load(f kernel.Facts, s engine.Spec) engine.Opening {
 		CgroupID: s.Cgroup.ID, StreamInBounds: s.StreamInBounds, TTYs: s.TTYs,
 		Rules: unprotected(s.Rules), Patterns: s.Policy.Patterns(), Observe: true, Warn: s.Warn,
 	})
-	return &opening{f: f, s: s, l: l}
+	return &opening{f: f, s: s, l: l, walk: walk}
 }
 
 var _ engine.Loader = Engine{}
@@ -100,6 +102,8 @@ type opening struct {
 	l *jail.Loading // nil for a cell alone
 	// ports: what a cell alone's ruleset holds of the network.
 	ports *landlock.Ports
+	// walk: the tripwire's search for what it keeps, under way.
+	walk *gitWalk
 }
 
 func (o *opening) Abandon() {
@@ -126,7 +130,7 @@ func (o *opening) Open() (engine.Cell, error) {
 	c := &cell{s: s, abi: abi, flags: flags, ruleset: os.NewFile(uintptr(fd), "landlock-ruleset"),
 		events: make(chan verdict.Event, 4096), done: make(chan struct{}), ports: o.ports}
 	if o.l == nil {
-		return c.alone()
+		return c.alone(o.walk)
 	}
 	j, err := o.l.Attach("")
 	if err != nil {
@@ -145,7 +149,7 @@ func (o *opening) Open() (engine.Cell, error) {
 			return nil, err
 		}
 	}
-	if c.tw, err = armTripwire(s.Policy, s.Rules, s.User, s.Cgroup.Path, s.Warn); err != nil {
+	if c.tw, err = armTripwire(o.walk, s.User, s.Cgroup.Path, s.Warn); err != nil {
 		if !s.BestEffort {
 			c.Close()
 			return nil, err

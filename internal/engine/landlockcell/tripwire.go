@@ -68,7 +68,7 @@ func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 func Repositories(id asuser.ID, p policy.Policy, rules []spec.Rule) (repos []string, more int, err error) {
 	roots := append([]string{p.Dir}, grantRoots(p, rules)...)
 	for _, root := range roots {
-		entries, m, err := gitEntries(id, root, roots...)
+		entries, m, err := gitEntries(id, root, nil, roots...)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -170,6 +170,10 @@ func (t *tripwireRun) keeps(path string) bool {
 	return false
 }
 
+// scanMemories is root's folder of the walks for git's files that the
+// next session's start takes the unchanged folders from.
+var scanMemories = "/run/agent-lock/scans"
+
 // maxGitRepos bounds the repositories below DIR whose git files the
 // tripwire keeps: each costs a few watches and its hooks' contents.
 const maxGitRepos = 64
@@ -181,8 +185,10 @@ const maxGitRepos = 64
 // every git directory found, DIR's own included. It leaves out the trees
 // of skip (the other roots' own). It runs as the user id (the caller's
 // thread for the few reads of DIR's own .git, dirscan's for the walk),
-// and returns how many repositories it left out past maxGitRepos.
-func gitEntries(id asuser.ID, dir string, skip ...string) (out []tripwire.Entry, more int, err error) {
+// and returns how many repositories it left out past maxGitRepos. With
+// mem (recalled for id, dir, ".git" and skip) the walk takes the folders
+// unchanged since the last session's from it.
+func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (out []tripwire.Entry, more int, err error) {
 	var repos int
 	add := func(path, rule string, dirOnly bool) {
 		out = append(out, tripwire.Entry{Root: dir, Path: path, DirOnly: dirOnly, Rule: "protected " + rule})
@@ -212,7 +218,12 @@ func gitEntries(id asuser.ID, dir string, skip ...string) (out []tripwire.Entry,
 	if st, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && st.IsDir() {
 		links(".git")
 	}
-	hits, err := dirscan.Named(id, dir, ".git", skip)
+	var hits []dirscan.Hit
+	if mem != nil {
+		hits, err = mem.Scan()
+	} else {
+		hits, err = dirscan.Named(id, dir, ".git", skip)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -321,27 +332,57 @@ type undo struct {
 // protected folder in a loop must not grow it without bound.
 const maxUndoPaths = 1000
 
-// armTripwire records the protected entries, as the agent's user, and
-// watches them. An entry it cannot record stops the session: the promise
-// would not be kept.
-func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, warn func(format string, args ...any)) (*tripwireRun, error) {
+// gitWalk is the search of DIR and the user's writable grants for the
+// entries the tripwire keeps (git's files at any depth among them),
+// begun while the network is made (Load: the two take the two cores of a
+// small machine) and waited for by armTripwire.
+type gitWalk struct {
+	done  chan struct{}
+	since time.Time
+	roots []string
+	// entries: what to keep; gitDirs: the git directories found, by
+	// inode; warns: what to tell the user, said by armTripwire (Warn is
+	// the session's, not to be called from here).
+	entries []tripwire.Entry
+	gitDirs map[string]uint64
+	warns   []string
+	err     error
+}
+
+// walkGit begins the walk for p and rules, as the user id.
+func walkGit(p policy.Policy, rules []spec.Rule, id asuser.ID) *gitWalk {
 	// A second of margin: a file system's clock is coarser than ours.
-	t := &tripwireRun{warn: warn, since: time.Now().Add(-time.Second), gitDirs: map[string]uint64{}}
+	w := &gitWalk{done: make(chan struct{}), since: time.Now().Add(-time.Second), gitDirs: map[string]uint64{}}
+	go func() {
+		defer close(w.done)
+		w.err = w.walk(p, rules, id)
+	}()
+	return w
+}
+
+func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID) error {
 	entries := TripwireEntries(p, rules)
-	t.roots = append([]string{p.Dir}, grantRoots(p, rules)...)
+	w.roots = append([]string{p.Dir}, grantRoots(p, rules)...)
 	for _, g := range broadGrants(p, rules) {
-		warn("--allow-write %s holds your home: git's files in the repositories there, outside the project, are not kept "+
-			"under the Landlock engine (the walk would cover the whole home at every start); the BPF-LSM engine protects them", g)
+		w.warns = append(w.warns, fmt.Sprintf("--allow-write %s holds your home: git's files in the repositories there, outside the project, are not kept "+
+			"under the Landlock engine (the walk would cover the whole home at every start); the BPF-LSM engine protects them", g))
 	}
-	for _, root := range t.roots {
+	for _, root := range w.roots {
 		var nested []tripwire.Entry
 		var more int
 		var scanErr error
+		// The last session's walk of root, if this one runs as root
+		// (root's own files, read and written on this goroutine's
+		// thread, not the user's: dirscan.Memory).
+		var mem *dirscan.Memory
+		if os.Geteuid() == 0 {
+			mem = dirscan.Recall(scanMemories, id, root, ".git", w.roots)
+		}
 		err := asuser.Do(id, func() error {
-			if nested, more, scanErr = gitEntries(id, root, t.roots...); scanErr != nil {
+			if nested, more, scanErr = gitEntries(id, root, mem, w.roots...); scanErr != nil {
 				return nil
 			}
-			maps.Copy(t.gitDirs, gitDirInodes(root, nested))
+			maps.Copy(w.gitDirs, gitDirInodes(root, nested))
 			_, err := os.Lstat(filepath.Join(root, ".git"))
 			return err
 		})
@@ -350,18 +391,42 @@ func armTripwire(p policy.Policy, rules []spec.Rule, id asuser.ID, cg string, wa
 		}
 		if scanErr != nil {
 			// The repositories below root would go unkept.
-			return nil, fmt.Errorf("look for git's files below %s: %w", root, scanErr)
+			return fmt.Errorf("look for git's files below %s: %w", root, scanErr)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			entries = slices.DeleteFunc(entries, func(e tripwire.Entry) bool {
 				return e.Root == root && strings.HasPrefix(e.Path, ".git/")
 			})
 		}
+		if mem != nil {
+			// Beside the rest of the start, as root. Not kept (/run not
+			// writable, or this process gone first), it costs the next
+			// start a whole walk, nothing else: not worth a warning.
+			go mem.Keep()
+		}
 		entries = append(entries, nested...)
 		if more > 0 {
-			warn("git's files in %d more repositories below %s are not kept (the tripwire keeps %d): the check at the session's end looks at what changed there", more, root, maxGitRepos)
+			w.warns = append(w.warns, fmt.Sprintf("git's files in %d more repositories below %s are not kept (the tripwire keeps %d): the check at the session's end looks at what changed there", more, root, maxGitRepos))
 		}
 	}
+	w.entries = entries
+	return nil
+}
+
+// armTripwire records the protected entries walk found (walkGit's, begun
+// for the same policy, rules and user), as the agent's user, and watches
+// them. An entry it cannot record stops the session: the promise would
+// not be kept.
+func armTripwire(walk *gitWalk, id asuser.ID, cg string, warn func(format string, args ...any)) (*tripwireRun, error) {
+	<-walk.done
+	for _, m := range walk.warns {
+		warn("%s", m)
+	}
+	if walk.err != nil {
+		return nil, walk.err
+	}
+	t := &tripwireRun{warn: warn, since: walk.since, roots: walk.roots, gitDirs: walk.gitDirs}
+	entries := walk.entries
 	for _, e := range entries {
 		t.kept = append(t.kept, keptPath{filepath.Join(e.Root, e.Path), e.DirOnly})
 	}

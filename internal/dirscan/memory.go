@@ -1,0 +1,383 @@
+package dirscan
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
+)
+
+// A Memory is what one user's last scan of one tree read: for each
+// folder, its identity (device, inode, mount) and change time, its
+// folders and whether it held the name. A later scan by the same user,
+// for the same name and skips, takes a folder's entries from it instead
+// of reading the folder when one statx of the folder (as the user) shows
+// the same identity and change time: in a tree of tens of thousands of
+// folders that is most of a session's start saved (a statx against an
+// open, two getdents and a close).
+//
+// Why a remembered folder cannot hide an entry: a folder's ctime moves
+// with every entry made, removed or renamed in it (and with its mode,
+// owner and ACL), and no one can set it back (utimes sets mtime, not
+// ctime). The ctime kept is taken from the open folder before it is
+// read, so a change during or after the read moves it past the one kept,
+// unless the change falls in the same tick of the file system's clock
+// (coarse: a jiffy); so a folder whose ctime is not at least Settle older
+// than the scan's start is not remembered (git's "racy" index entries,
+// the same problem). A folder mounted over, or swapped for another by
+// a rename in its parent, has another device, inode or mount id. The
+// user's groups are in the memory's key: what the user may read follows
+// them, not the folders' ctimes. A folder the user could not read is not
+// remembered; one the user can no longer reach fails its statx and is
+// skipped, as a read would. Only folders of local file systems whose
+// ctime is the kernel's own are remembered (rememberedFS). What remains: a clock stepped back by more
+// than Settle between two scans could make a changed folder's ctime
+// equal the one kept to the nanosecond.
+//
+// Memories are root's: kept in a folder only root may write (the
+// session's engine runs as root; a user's own scan remembers nothing),
+// so a user, or an agent, cannot plant one that hides a repository.
+type Memory struct {
+	key   string
+	store string
+	id    asuser.ID
+	root  string
+	name  string
+	skip  []string
+	dirs  map[string]*folder // the last scan's, by path
+	next  map[string]*folder // this scan's
+
+	recalled atomic.Int64 // folders the last Scan took from dirs
+}
+
+// folder is one folder as a scan read it.
+type folder struct {
+	dev, ino, mnt uint64
+	ctime         int64 // ns
+	subdirs       []string
+	hit           byte // the entry called name in it: hitNone, hitDir, hitRegular or hitOther
+}
+
+const (
+	hitNone = iota
+	hitDir
+	hitRegular
+	hitOther
+)
+
+// Settle is how much older than a scan's start a folder's ctime must be
+// for the folder to be remembered: more than a file system clock's tick.
+var Settle = 2 * time.Second
+
+// maxRemembered bounds a memory's folders (and its file, about 100
+// bytes a folder): past it the scan reads every folder, as without one.
+const maxRemembered = 1 << 20
+
+// statxMask is what a remembered folder is compared on.
+const statxMask = unix.STATX_TYPE | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_MNT_ID
+
+const magic = "agent-lock dirscan memory 1\n"
+
+// Recall returns the memory of the last scan of root by id, for name and
+// skip, from the folder store (empty if there is none, or it is not
+// root's alone, or the memory cannot be read: then every folder is
+// read). It reads root's own files: call it as root, not as the user.
+func Recall(store string, id asuser.ID, root, name string, skip []string) *Memory {
+	key := fmt.Sprintf("uid %d gid %d groups %v root %q name %q skip %q", id.UID, id.GID, id.Groups, root, name, skip)
+	m := &Memory{key: key, store: store, id: id, root: root, name: name, skip: skip, dirs: map[string]*folder{}}
+	if !rootsAlone(store) {
+		return m
+	}
+	data, err := readLimited(filepath.Join(store, m.file()), maxRemembered*128)
+	if err != nil {
+		return m
+	}
+	if dirs, err := decode(data, key); err == nil {
+		m.dirs = dirs
+	}
+	return m
+}
+
+// Scan is Named for the memory's user, root, name and skip, taking every
+// folder unchanged since the last scan from the memory, and remembering
+// what it reads for Keep.
+func (m *Memory) Scan() ([]Hit, error) {
+	m.next = make(map[string]*folder, len(m.dirs))
+	m.recalled.Store(0)
+	return named(m.id, m.root, m.name, m.skip, m)
+}
+
+// Recalled says how many folders the last Scan took from the memory, and
+// how many it remembered.
+func (m *Memory) Recalled() (recalled, remembered int) {
+	return int(m.recalled.Load()), len(m.next)
+}
+
+// Keep writes what the last Scan read to the store, for the next scan.
+// It writes root's own files: call it as root, not as the user.
+func (m *Memory) Keep() error {
+	if m.next == nil {
+		return errors.New("dirscan: nothing scanned to keep")
+	}
+	if len(m.next) > maxRemembered {
+		return nil
+	}
+	// The folders above are others' too (/run/agent-lock holds the
+	// daemon's socket and the users' recordings): made open to all.
+	if err := os.MkdirAll(filepath.Dir(m.store), 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(m.store, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if !rootsAlone(m.store) {
+		return fmt.Errorf("dirscan: %s is not root's alone: no memory kept", m.store)
+	}
+	f, err := os.CreateTemp(m.store, ".new-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	w := bufio.NewWriter(f)
+	encode(w, m.key, m.next)
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), filepath.Join(m.store, m.file())); err != nil {
+		return err
+	}
+	forget(m.store)
+	return nil
+}
+
+// maxMemories bounds a store's memories (they are in memory: /run is a
+// tmpfs): past it the least recently kept are removed.
+const maxMemories = 64
+
+// forget removes the least recently kept memories past maxMemories.
+func forget(store string) {
+	ents, err := os.ReadDir(store)
+	if err != nil || len(ents) <= maxMemories {
+		return
+	}
+	type kept struct {
+		name string
+		at   time.Time
+	}
+	var all []kept
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			all = append(all, kept{e.Name(), info.ModTime()})
+		}
+	}
+	slices.SortFunc(all, func(a, b kept) int { return b.at.Compare(a.at) })
+	for _, k := range all[min(maxMemories, len(all)):] {
+		os.Remove(filepath.Join(store, k.name))
+	}
+}
+
+func (m *Memory) file() string {
+	sum := sha256.Sum256([]byte(m.key))
+	return hex.EncodeToString(sum[:16])
+}
+
+// rootsAlone says whether dir is a folder (not a link to one) that only
+// root owns and may write.
+func rootsAlone(dir string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(dir, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == 0 && st.Mode&0o022 == 0
+}
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = errors.New("too large")
+	}
+	return data, err
+}
+
+// recall returns dir's remembered entries if dir is the folder it was
+// (asked as the scan's user: the thread it runs on).
+func (s *scan) recall(dir string) *folder {
+	f := s.mem.dirs[dir]
+	if f == nil {
+		return nil
+	}
+	var st unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, statxMask, &st) != nil || !f.is(&st) || !s.remembers(f.dev, dir) {
+		return nil
+	}
+	s.mem.recalled.Add(1)
+	return f
+}
+
+// remembers says whether the file system of device dev (dir is one of
+// its folders) is one of rememberedFS, asking once a scan.
+func (s *scan) remembers(dev uint64, dir string) bool {
+	s.mu.Lock()
+	ok, known := s.fs[dev]
+	s.mu.Unlock()
+	if known {
+		return ok
+	}
+	if fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		var st unix.Statx_t
+		var fs unix.Statfs_t
+		ok = unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE, &st) == nil && devOf(&st) == dev &&
+			unix.Fstatfs(fd, &fs) == nil && rememberedFS[int64(fs.Type)]
+		unix.Close(fd)
+	}
+	s.mu.Lock()
+	s.fs[dev] = ok
+	s.mu.Unlock()
+	return ok
+}
+
+// rememberedFS are the file systems whose folders are remembered: local
+// ones whose ctime moves with every change of a folder's entries, made
+// by this kernel. Not a network file system (a cached ctime can be
+// older than the server's folder), nor FUSE (its server says what the
+// ctime is; virtiofs is one), nor an overlay (what a lower layer's
+// change does to the merged folder is the overlay's to say): there every
+// folder is read.
+var rememberedFS = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC: true, unix.XFS_SUPER_MAGIC: true, unix.BTRFS_SUPER_MAGIC: true,
+	unix.TMPFS_MAGIC: true, unix.F2FS_SUPER_MAGIC: true, unix.BCACHEFS_SUPER_MAGIC: true,
+	0x2fc12fc1: true, // zfs
+}
+
+// is says whether st is the folder f was, unchanged.
+func (f *folder) is(st *unix.Statx_t) bool {
+	return st.Mask&statxMask == statxMask && st.Mode&unix.S_IFMT == unix.S_IFDIR &&
+		devOf(st) == f.dev && st.Ino == f.ino && st.Mnt_id == f.mnt && ctimeOf(st) == f.ctime
+}
+
+func devOf(st *unix.Statx_t) uint64  { return uint64(st.Dev_major)<<32 | uint64(st.Dev_minor) }
+func ctimeOf(st *unix.Statx_t) int64 { return st.Ctime.Sec*1e9 + int64(st.Ctime.Nsec) }
+func hitOf(h Hit) byte {
+	switch {
+	case h.Dir:
+		return hitDir
+	case h.Regular:
+		return hitRegular
+	}
+	return hitOther
+}
+
+// encode writes the memory: magic, key, then each folder.
+func encode(w *bufio.Writer, key string, dirs map[string]*folder) {
+	var buf [binary.MaxVarintLen64]byte
+	num := func(v uint64) { w.Write(buf[:binary.PutUvarint(buf[:], v)]) }
+	str := func(s string) { num(uint64(len(s))); w.WriteString(s) }
+	w.WriteString(magic)
+	str(key)
+	num(uint64(len(dirs)))
+	for path, f := range dirs {
+		str(path)
+		num(f.dev)
+		num(f.ino)
+		num(f.mnt)
+		num(uint64(f.ctime))
+		w.WriteByte(f.hit)
+		num(uint64(len(f.subdirs)))
+		for _, s := range f.subdirs {
+			str(s)
+		}
+	}
+}
+
+// decode reads what encode wrote, for key. Its strings share one copy of
+// data, and its folders one array: a memory of 20,000 folders is read in
+// a few milliseconds, before the scan can begin.
+func decode(raw []byte, key string) (map[string]*folder, error) {
+	bad := errors.New("dirscan: a damaged memory")
+	if !bytes.HasPrefix(raw, []byte(magic)) {
+		return nil, bad
+	}
+	data := string(raw[len(magic):])
+	fail := false
+	num := func() uint64 {
+		var v uint64
+		for shift := uint(0); shift < 64; shift += 7 {
+			if len(data) == 0 {
+				break
+			}
+			b := data[0]
+			data = data[1:]
+			v |= uint64(b&0x7f) << shift
+			if b < 0x80 {
+				return v
+			}
+		}
+		fail = true
+		return 0
+	}
+	str := func() string {
+		n := num()
+		if fail || n > uint64(len(data)) {
+			fail = true
+			return ""
+		}
+		s := data[:n]
+		data = data[n:]
+		return s
+	}
+	if str() != key || fail {
+		return nil, bad
+	}
+	n := num()
+	if fail || n > maxRemembered || n > uint64(len(data)) {
+		return nil, bad
+	}
+	dirs := make(map[string]*folder, n)
+	all := make([]folder, n)
+	var names []string
+	for i := range all {
+		path := str()
+		f := &all[i]
+		f.dev, f.ino, f.mnt, f.ctime = num(), num(), num(), int64(num())
+		if fail || len(data) == 0 {
+			return nil, bad
+		}
+		f.hit, data = data[0], data[1:]
+		subs := num()
+		if fail || subs > uint64(len(data)) {
+			return nil, bad
+		}
+		first := len(names)
+		for range subs {
+			names = append(names, str())
+		}
+		if fail {
+			return nil, bad
+		}
+		f.subdirs = names[first:len(names):len(names)]
+		dirs[path] = f
+	}
+	if len(data) != 0 {
+		return nil, bad
+	}
+	return dirs, nil
+}

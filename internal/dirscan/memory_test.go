@@ -1,0 +1,248 @@
+package dirscan
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
+)
+
+// tree makes a tree of 300 folders with a few repositories, old enough to
+// be remembered (settle, which the test sets).
+func tree(t *testing.T, settle time.Duration) string {
+	t.Helper()
+	old := Settle
+	Settle = settle
+	t.Cleanup(func() { Settle = old })
+	root := t.TempDir()
+	for i := range 12 {
+		for j := range 24 {
+			os.MkdirAll(filepath.Join(root, fmt.Sprintf("d%02d/e%02d", i, j)), 0o755)
+		}
+		if i%5 == 0 {
+			os.MkdirAll(filepath.Join(root, fmt.Sprintf("d%02d/e01/.git/hooks", i)), 0o755)
+		}
+	}
+	time.Sleep(2 * settle)
+	return root
+}
+
+func me() asuser.ID { return asuser.ID{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())} }
+
+// rescan keeps the memory of a scan of root, lets change change the
+// tree, and scans again from a recalled memory: it must find what a scan
+// without one finds. It returns how many folders the second scan took
+// from the memory.
+func rescan(t *testing.T, root, store string, change func()) int {
+	t.Helper()
+	m := Recall(store, me(), root, ".git", nil)
+	if _, err := m.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	change()
+	m = Recall(store, me(), root, ".git", nil)
+	got, err := m.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Named(me(), root, ".git", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with the memory found\n%v\nwithout\n%v", got, want)
+	}
+	n, _ := m.Recalled()
+	return n
+}
+
+// TestMemoryHidesNoChange: every way a repository can appear in a
+// remembered tree is found by the next scan, and the rest of the tree is
+// taken from the memory (so the test is real).
+func TestMemoryHidesNoChange(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the memory is root's")
+	}
+	cases := []struct {
+		name   string
+		change func(t *testing.T, root, outside string)
+	}{
+		{"nothing", func(*testing.T, string, string) {}},
+		{"git init in a folder", func(t *testing.T, root, _ string) {
+			os.Mkdir(filepath.Join(root, "d03/e07/.git"), 0o755)
+		}},
+		{"a .git file", func(t *testing.T, root, _ string) {
+			os.WriteFile(filepath.Join(root, "d04/e02/.git"), []byte("gitdir: /x\n"), 0o644)
+		}},
+		{"git init, then the folder's times set back", func(t *testing.T, root, _ string) {
+			d := filepath.Join(root, "d03/e08")
+			var st unix.Stat_t
+			unix.Lstat(d, &st)
+			os.Mkdir(filepath.Join(d, ".git"), 0o755)
+			at, mt := time.Unix(st.Atim.Unix()), time.Unix(st.Mtim.Unix())
+			if err := os.Chtimes(d, at, mt); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a folder swapped for one holding a repository", func(t *testing.T, root, outside string) {
+			other := filepath.Join(outside, "swap")
+			os.MkdirAll(filepath.Join(other, "deep/.git"), 0o755)
+			os.Rename(filepath.Join(root, "d06/e06"), filepath.Join(outside, "gone"))
+			if err := os.Rename(other, filepath.Join(root, "d06/e06")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a tree moved in", func(t *testing.T, root, outside string) {
+			other := filepath.Join(outside, "moved")
+			os.MkdirAll(filepath.Join(other, "a/b/.git"), 0o755)
+			if err := os.Rename(other, filepath.Join(root, "d07/e09/moved")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a repository removed", func(t *testing.T, root, _ string) {
+			os.RemoveAll(filepath.Join(root, "d05/e01/.git"))
+		}},
+		{"a folder mounted over", func(t *testing.T, root, outside string) {
+			other := filepath.Join(outside, "mounted")
+			os.MkdirAll(filepath.Join(other, ".git"), 0o755)
+			target := filepath.Join(root, "d08/e03")
+			if err := unix.Mount(other, target, "", unix.MS_BIND, ""); err != nil {
+				t.Skip("no bind mount here:", err)
+			}
+			t.Cleanup(func() { unix.Unmount(target, unix.MNT_DETACH) })
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root, outside, store := tree(t, 50*time.Millisecond), t.TempDir(), filepath.Join(t.TempDir(), "scans")
+			n := rescan(t, root, store, func() { c.change(t, root, outside) })
+			// All but the changed folders (a few) and those made since.
+			if n < 300-5 {
+				t.Errorf("the second scan took %d folders from the memory, want most of 300", n)
+			}
+		})
+	}
+}
+
+// TestMemoryRemembersNoFreshFolder: a folder changed in the last Settle
+// before a scan is read again by the next (its ctime may not have moved
+// with a change in the same tick of the file system's clock).
+func TestMemoryRemembersNoFreshFolder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the memory is root's")
+	}
+	root := tree(t, 50*time.Millisecond)
+	Settle = time.Hour
+	if n := rescan(t, root, filepath.Join(t.TempDir(), "scans"), func() {}); n != 0 {
+		t.Errorf("%d folders changed within Settle were taken from the memory", n)
+	}
+}
+
+// TestMemoryIsRootsAndTheUsers: a memory in a store others may write, or
+// kept for another user or other groups, is not used.
+func TestMemoryIsRootsAndTheUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the memory is root's")
+	}
+	root := tree(t, 50*time.Millisecond)
+	store := filepath.Join(t.TempDir(), "scans")
+	if n := rescan(t, root, store, func() {}); n < 300 {
+		t.Fatalf("an unchanged tree: %d folders from the memory, want all (the test is real)", n)
+	}
+	other := me()
+	other.Groups = []uint32{4242}
+	m := Recall(store, other, root, ".git", nil)
+	m.Scan()
+	if n, _ := m.Recalled(); n != 0 {
+		t.Errorf("another set of groups took %d folders from the memory", n)
+	}
+	os.Chmod(store, 0o777)
+	m = Recall(store, me(), root, ".git", nil)
+	m.Scan()
+	if n, _ := m.Recalled(); n != 0 {
+		t.Errorf("a memory in a folder anyone may write: %d folders taken from it", n)
+	}
+	if err := m.Keep(); err == nil {
+		t.Error("a memory was kept in a folder anyone may write")
+	}
+}
+
+// TestMemoryOnlyOnKnownFileSystems: a tree on a file system whose ctimes
+// memory.go does not vouch for (ramfs here; NFS, FUSE and overlays
+// alike) is read whole every time.
+func TestMemoryOnlyOnKnownFileSystems(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the memory is root's")
+	}
+	old := Settle
+	Settle = 50 * time.Millisecond
+	t.Cleanup(func() { Settle = old })
+	root := t.TempDir()
+	if err := unix.Mount("ramfs", root, "ramfs", 0, ""); err != nil {
+		t.Skip("no ramfs here:", err)
+	}
+	t.Cleanup(func() { unix.Unmount(root, unix.MNT_DETACH) })
+	for i := range 20 {
+		os.MkdirAll(filepath.Join(root, fmt.Sprintf("d%02d/e", i)), 0o755)
+	}
+	time.Sleep(2 * Settle)
+	if n := rescan(t, root, filepath.Join(t.TempDir(), "scans"), func() {}); n != 0 {
+		t.Errorf("%d folders of a ramfs taken from the memory", n)
+	}
+}
+
+// FuzzDecode: a damaged memory is refused, never a crash.
+func FuzzDecode(f *testing.F) {
+	for _, dirs := range []map[string]*folder{
+		{},
+		{"/p": {dev: 8<<32 | 1, ino: 12, mnt: 30, ctime: 1e18, subdirs: []string{"a", "b"}, hit: hitDir}},
+	} {
+		var buf bytes.Buffer
+		w := bufio.NewWriter(&buf)
+		encode(w, "k", dirs)
+		w.Flush()
+		f.Add(buf.Bytes())
+		got, err := decode(buf.Bytes(), "k")
+		if err != nil || !reflect.DeepEqual(got, dirs) {
+			f.Fatalf("decode(encode) = %v, %v", got, err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		decode(data, "k")
+	})
+}
+
+// TestMemoryStoreIsBounded: a store keeps the maxMemories last kept.
+func TestMemoryStoreIsBounded(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the memory is root's")
+	}
+	root := tree(t, 50*time.Millisecond)
+	store := filepath.Join(t.TempDir(), "scans")
+	var last *Memory
+	for i := range maxMemories + 5 {
+		last = Recall(store, me(), root, fmt.Sprint("name", i), nil)
+		last.Scan()
+		if err := last.Keep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ents, _ := os.ReadDir(store)
+	if len(ents) != maxMemories {
+		t.Errorf("%d memories in the store, want %d", len(ents), maxMemories)
+	}
+	if _, err := os.Stat(filepath.Join(store, last.file())); err != nil {
+		t.Errorf("the last memory kept was removed: %v", err)
+	}
+}
