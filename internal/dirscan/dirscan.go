@@ -182,6 +182,7 @@ const maxBatch = 32
 // and, with a memory, the folder to remember (nil: none).
 func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 	if s.mem != nil {
+		s.mem.visited.Add(1)
 		if f := s.recall(dir); f != nil {
 			for _, n := range f.subdirs {
 				subdirs = append(subdirs, filepath.Join(dir, n))
@@ -200,8 +201,8 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 	// it moves it (memory.go).
 	var st unix.Statx_t
 	if s.mem != nil && unix.Statx(fd, "", unix.AT_EMPTY_PATH, statxMask, &st) == nil &&
-		st.Mask&statxMask == statxMask && ctimeOf(&st) < s.settled && s.remembers(devOf(&st), dir) {
-		f = &folder{dev: devOf(&st), ino: st.Ino, mnt: st.Mnt_id, ctime: ctimeOf(&st)}
+		identified(&st) && ctimeOf(&st) < s.settled && s.remembers(devOf(&st), dir) {
+		f = folderOf(&st)
 	}
 	d := os.NewFile(uintptr(fd), dir)
 	defer d.Close()

@@ -1,7 +1,6 @@
 package dirscan
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,9 +43,14 @@ import (
 // them, not the folders' ctimes. A folder the user could not read is not
 // remembered; one the user can no longer reach fails its statx and is
 // skipped, as a read would. Only folders of local file systems whose
-// ctime is the kernel's own are remembered (rememberedFS). What remains: a clock stepped back by more
-// than Settle between two scans could make a changed folder's ctime
-// equal the one kept to the nanosecond.
+// ctime is the kernel's own are remembered (rememberedFS); the mount id
+// is the never-reused one and a btrfs folder's subvolume is compared
+// where the kernel gives them (6.8, 6.10). A clock stepped back (NTP
+// correcting a wrong one) could make a later change's ctime equal a
+// kept one: a memory kept before the wall clock moved back against the
+// boot clock is not used. What remains is root's: a file system rolled
+// back to a snapshot, or made by hand, with the same identities and
+// ctimes and other entries.
 //
 // Memories are root's: kept in a folder only root may write (the
 // session's engine runs as root; a user's own scan remembers nothing),
@@ -61,14 +66,16 @@ type Memory struct {
 	next  map[string]*folder // this scan's
 
 	recalled atomic.Int64 // folders the last Scan took from dirs
+	visited  atomic.Int64 // folders it went through
 }
 
 // folder is one folder as a scan read it.
 type folder struct {
-	dev, ino, mnt uint64
-	ctime         int64 // ns
-	subdirs       []string
-	hit           byte // the entry called name in it: hitNone, hitDir, hitRegular or hitOther
+	dev, ino, mnt, subvol uint64
+	ctime                 int64  // ns
+	ids                   uint32 // which of statxIDs the kernel gave
+	subdirs               []string
+	hit                   byte // the entry called name in it: hitNone, hitDir, hitRegular or hitOther
 }
 
 const (
@@ -82,14 +89,26 @@ const (
 // for the folder to be remembered: more than a file system clock's tick.
 var Settle = 2 * time.Second
 
-// maxRemembered bounds a memory's folders (and its file, about 100
-// bytes a folder): past it the scan reads every folder, as without one.
-const maxRemembered = 1 << 20
+// maxRemembered bounds a memory's folders, and maxBytes its file (each
+// folder's path, its folders' names and about 30 bytes: 1.1 MB for the
+// benchmark's 20,000 folders): past either it is not kept, and the next
+// scan reads every folder, as without one. Root writes them on any
+// user's behalf, into /run (memory): bounded, and few (maxMemories).
+const (
+	maxRemembered = 1 << 20
+	maxBytes      = 8 << 20
+)
 
-// statxMask is what a remembered folder is compared on.
-const statxMask = unix.STATX_TYPE | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_MNT_ID
+// What a remembered folder is compared on: statxNeed and one of the mount
+// ids, and statxIDs as far as the kernel gives them (STATX_MNT_ID_UNIQUE
+// replaces STATX_MNT_ID from 6.8 on).
+const (
+	statxNeed = unix.STATX_TYPE | unix.STATX_INO | unix.STATX_CTIME
+	statxIDs  = unix.STATX_MNT_ID | unix.STATX_MNT_ID_UNIQUE | unix.STATX_SUBVOL
+	statxMask = statxNeed | statxIDs
+)
 
-const magic = "agent-lock dirscan memory 1\n"
+const magic = "agent-lock dirscan memory 2\n"
 
 // Recall returns the memory of the last scan of root by id, for name and
 // skip, from the folder store (empty if there is none, or it is not
@@ -101,14 +120,27 @@ func Recall(store string, id asuser.ID, root, name string, skip []string) *Memor
 	if !rootsAlone(store) {
 		return m
 	}
-	data, err := readLimited(filepath.Join(store, m.file()), maxRemembered*128)
+	data, err := readLimited(filepath.Join(store, m.file()), maxBytes)
 	if err != nil {
 		return m
 	}
-	if dirs, err := decode(data, key); err == nil {
+	if dirs, offset, err := decode(data, key); err == nil && clockOffset() >= offset-int64(time.Second) {
 		m.dirs = dirs
 	}
 	return m
+}
+
+// clockOffset is the wall clock less the boot clock (ns): it moves back
+// only when the wall clock is set back.
+func clockOffset() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	return time.Now().UnixNano() - ts.Nano()
+}
+
+// Of says whether m is the memory of a scan of root with skip.
+func (m *Memory) Of(root string, skip []string) bool {
+	return m.root == root && slices.Equal(m.skip, skip)
 }
 
 // Scan is Named for the memory's user, root, name and skip, taking every
@@ -117,13 +149,14 @@ func Recall(store string, id asuser.ID, root, name string, skip []string) *Memor
 func (m *Memory) Scan() ([]Hit, error) {
 	m.next = make(map[string]*folder, len(m.dirs))
 	m.recalled.Store(0)
+	m.visited.Store(0)
 	return named(m.id, m.root, m.name, m.skip, m)
 }
 
-// Recalled says how many folders the last Scan took from the memory, and
-// how many it remembered.
-func (m *Memory) Recalled() (recalled, remembered int) {
-	return int(m.recalled.Load()), len(m.next)
+// Recalled says how many folders the last Scan went through, and how many
+// of them it took from the memory.
+func (m *Memory) Recalled() (folders, recalled int) {
+	return int(m.visited.Load()), int(m.recalled.Load())
 }
 
 // Keep writes what the last Scan read to the store, for the next scan.
@@ -132,7 +165,15 @@ func (m *Memory) Keep() error {
 	if m.next == nil {
 		return errors.New("dirscan: nothing scanned to keep")
 	}
-	if len(m.next) > maxRemembered {
+	path := filepath.Join(m.store, m.file())
+	var buf bytes.Buffer
+	if len(m.next) <= maxRemembered {
+		encode(&buf, m.key, clockOffset(), m.next)
+	}
+	if len(m.next) == 0 || buf.Len() == 0 || buf.Len() > maxBytes {
+		// Nothing to remember, or too much: the last memory is of no
+		// more use.
+		os.Remove(path)
 		return nil
 	}
 	// The folders above are others' too (/run/agent-lock holds the
@@ -146,56 +187,74 @@ func (m *Memory) Keep() error {
 	if !rootsAlone(m.store) {
 		return fmt.Errorf("dirscan: %s is not root's alone: no memory kept", m.store)
 	}
+	// /run is memory the whole system needs: a quarter of what is free
+	// at most.
+	var fs unix.Statfs_t
+	if err := unix.Statfs(m.store, &fs); err != nil || uint64(buf.Len())*4 > fs.Bavail*uint64(fs.Bsize) {
+		os.Remove(path)
+		return fmt.Errorf("dirscan: too little room in %s for a memory of %d bytes", m.store, buf.Len())
+	}
 	f, err := os.CreateTemp(m.store, ".new-")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(f.Name())
-	w := bufio.NewWriter(f)
-	encode(w, m.key, m.next)
-	if err := w.Flush(); err != nil {
+	if _, err := f.Write(buf.Bytes()); err != nil {
 		f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), filepath.Join(m.store, m.file())); err != nil {
+	if err := os.Rename(f.Name(), path); err != nil {
 		return err
 	}
 	forget(m.store)
 	return nil
 }
 
-// maxMemories bounds a store's memories (they are in memory: /run is a
-// tmpfs): past it the least recently kept are removed.
-const maxMemories = 64
+// maxMemories bounds a store's memories, and maxMemoriesAUser a user's
+// (they are in memory: /run is a tmpfs; one user's projects must not
+// push out every other user's): past either the least recently kept are
+// removed.
+const (
+	maxMemories      = 32
+	maxMemoriesAUser = 8
+)
 
-// forget removes the least recently kept memories past maxMemories.
+// forget removes the least recently kept memories past maxMemoriesAUser
+// of one user and maxMemories in all (file names begin with the uid).
 func forget(store string) {
 	ents, err := os.ReadDir(store)
-	if err != nil || len(ents) <= maxMemories {
+	if err != nil {
 		return
 	}
 	type kept struct {
-		name string
-		at   time.Time
+		name, uid string
+		at        time.Time
 	}
 	var all []kept
 	for _, e := range ents {
 		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
-			all = append(all, kept{e.Name(), info.ModTime()})
+			uid, _, _ := strings.Cut(e.Name(), "-")
+			all = append(all, kept{e.Name(), uid, info.ModTime()})
 		}
 	}
 	slices.SortFunc(all, func(a, b kept) int { return b.at.Compare(a.at) })
-	for _, k := range all[min(maxMemories, len(all)):] {
-		os.Remove(filepath.Join(store, k.name))
+	users := map[string]int{}
+	n := 0
+	for _, k := range all {
+		if users[k.uid]++; users[k.uid] > maxMemoriesAUser || n >= maxMemories {
+			os.Remove(filepath.Join(store, k.name))
+			continue
+		}
+		n++
 	}
 }
 
 func (m *Memory) file() string {
 	sum := sha256.Sum256([]byte(m.key))
-	return hex.EncodeToString(sum[:16])
+	return fmt.Sprintf("%d-%s", m.id.UID, hex.EncodeToString(sum[:16]))
 }
 
 // rootsAlone says whether dir is a folder (not a link to one) that only
@@ -268,10 +327,21 @@ var rememberedFS = map[int64]bool{
 	0x2fc12fc1: true, // zfs
 }
 
+// identified says whether st has what a folder is remembered by.
+func identified(st *unix.Statx_t) bool {
+	return st.Mask&statxNeed == statxNeed && st.Mask&(unix.STATX_MNT_ID|unix.STATX_MNT_ID_UNIQUE) != 0 &&
+		st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
+// folderOf is the folder st is, its entries yet to be read.
+func folderOf(st *unix.Statx_t) *folder {
+	return &folder{dev: devOf(st), ino: st.Ino, mnt: st.Mnt_id, subvol: st.Subvol, ctime: ctimeOf(st), ids: st.Mask & statxIDs}
+}
+
 // is says whether st is the folder f was, unchanged.
 func (f *folder) is(st *unix.Statx_t) bool {
-	return st.Mask&statxMask == statxMask && st.Mode&unix.S_IFMT == unix.S_IFDIR &&
-		devOf(st) == f.dev && st.Ino == f.ino && st.Mnt_id == f.mnt && ctimeOf(st) == f.ctime
+	return identified(st) && st.Mask&statxIDs == f.ids && devOf(st) == f.dev && st.Ino == f.ino &&
+		st.Mnt_id == f.mnt && st.Subvol == f.subvol && ctimeOf(st) == f.ctime
 }
 
 func devOf(st *unix.Statx_t) uint64  { return uint64(st.Dev_major)<<32 | uint64(st.Dev_minor) }
@@ -286,19 +356,23 @@ func hitOf(h Hit) byte {
 	return hitOther
 }
 
-// encode writes the memory: magic, key, then each folder.
-func encode(w *bufio.Writer, key string, dirs map[string]*folder) {
+// encode writes the memory: magic, key, the clock's offset, then each
+// folder.
+func encode(w *bytes.Buffer, key string, offset int64, dirs map[string]*folder) {
 	var buf [binary.MaxVarintLen64]byte
 	num := func(v uint64) { w.Write(buf[:binary.PutUvarint(buf[:], v)]) }
 	str := func(s string) { num(uint64(len(s))); w.WriteString(s) }
 	w.WriteString(magic)
 	str(key)
+	num(uint64(offset))
 	num(uint64(len(dirs)))
 	for path, f := range dirs {
 		str(path)
 		num(f.dev)
 		num(f.ino)
 		num(f.mnt)
+		num(f.subvol)
+		num(uint64(f.ids))
 		num(uint64(f.ctime))
 		w.WriteByte(f.hit)
 		num(uint64(len(f.subdirs)))
@@ -311,10 +385,10 @@ func encode(w *bufio.Writer, key string, dirs map[string]*folder) {
 // decode reads what encode wrote, for key. Its strings share one copy of
 // data, and its folders one array: a memory of 20,000 folders is read in
 // a few milliseconds, before the scan can begin.
-func decode(raw []byte, key string) (map[string]*folder, error) {
+func decode(raw []byte, key string) (map[string]*folder, int64, error) {
 	bad := errors.New("dirscan: a damaged memory")
 	if !bytes.HasPrefix(raw, []byte(magic)) {
-		return nil, bad
+		return nil, 0, bad
 	}
 	data := string(raw[len(magic):])
 	fail := false
@@ -345,11 +419,12 @@ func decode(raw []byte, key string) (map[string]*folder, error) {
 		return s
 	}
 	if str() != key || fail {
-		return nil, bad
+		return nil, 0, bad
 	}
+	offset := int64(num())
 	n := num()
 	if fail || n > maxRemembered || n > uint64(len(data)) {
-		return nil, bad
+		return nil, 0, bad
 	}
 	dirs := make(map[string]*folder, n)
 	all := make([]folder, n)
@@ -357,27 +432,27 @@ func decode(raw []byte, key string) (map[string]*folder, error) {
 	for i := range all {
 		path := str()
 		f := &all[i]
-		f.dev, f.ino, f.mnt, f.ctime = num(), num(), num(), int64(num())
+		f.dev, f.ino, f.mnt, f.subvol, f.ids, f.ctime = num(), num(), num(), num(), uint32(num()), int64(num())
 		if fail || len(data) == 0 {
-			return nil, bad
+			return nil, 0, bad
 		}
 		f.hit, data = data[0], data[1:]
 		subs := num()
 		if fail || subs > uint64(len(data)) {
-			return nil, bad
+			return nil, 0, bad
 		}
 		first := len(names)
 		for range subs {
 			names = append(names, str())
 		}
 		if fail {
-			return nil, bad
+			return nil, 0, bad
 		}
 		f.subdirs = names[first:len(names):len(names)]
 		dirs[path] = f
 	}
 	if len(data) != 0 {
-		return nil, bad
+		return nil, 0, bad
 	}
-	return dirs, nil
+	return dirs, offset, nil
 }

@@ -1,7 +1,6 @@
 package dirscan
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -63,7 +62,7 @@ func rescan(t *testing.T, root, store string, change func()) int {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("with the memory found\n%v\nwithout\n%v", got, want)
 	}
-	n, _ := m.Recalled()
+	_, n := m.Recalled()
 	return n
 }
 
@@ -164,13 +163,13 @@ func TestMemoryIsRootsAndTheUsers(t *testing.T) {
 	other.Groups = []uint32{4242}
 	m := Recall(store, other, root, ".git", nil)
 	m.Scan()
-	if n, _ := m.Recalled(); n != 0 {
+	if _, n := m.Recalled(); n != 0 {
 		t.Errorf("another set of groups took %d folders from the memory", n)
 	}
 	os.Chmod(store, 0o777)
 	m = Recall(store, me(), root, ".git", nil)
 	m.Scan()
-	if n, _ := m.Recalled(); n != 0 {
+	if _, n := m.Recalled(); n != 0 {
 		t.Errorf("a memory in a folder anyone may write: %d folders taken from it", n)
 	}
 	if err := m.Keep(); err == nil {
@@ -202,19 +201,44 @@ func TestMemoryOnlyOnKnownFileSystems(t *testing.T) {
 	}
 }
 
+// TestMemoryForgetsAcrossAClockStepBack: a memory kept before the wall
+// clock was set back (against the boot clock) is not used: a change made
+// since could have the ctime a folder had then.
+func TestMemoryForgetsAcrossAClockStepBack(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the memory is root's")
+	}
+	root := tree(t, 50*time.Millisecond)
+	store := filepath.Join(t.TempDir(), "scans")
+	if n := rescan(t, root, store, func() {}); n < 300 {
+		t.Fatalf("an unchanged tree: %d folders from the memory, want all (the test is real)", n)
+	}
+	// The memory as if kept with the wall clock 10 s ahead of now.
+	m := Recall(store, me(), root, ".git", nil)
+	m.Scan()
+	var buf bytes.Buffer
+	encode(&buf, m.key, clockOffset()+int64(10*time.Second), m.next)
+	if err := os.WriteFile(filepath.Join(store, m.file()), buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m = Recall(store, me(), root, ".git", nil)
+	m.Scan()
+	if folders, n := m.Recalled(); n != 0 || folders < 300 {
+		t.Errorf("after the clock went back, %d of %d folders were taken from the memory", n, folders)
+	}
+}
+
 // FuzzDecode: a damaged memory is refused, never a crash.
 func FuzzDecode(f *testing.F) {
 	for _, dirs := range []map[string]*folder{
 		{},
-		{"/p": {dev: 8<<32 | 1, ino: 12, mnt: 30, ctime: 1e18, subdirs: []string{"a", "b"}, hit: hitDir}},
+		{"/p": {dev: 8<<32 | 1, ino: 12, mnt: 30, subvol: 256, ids: unix.STATX_MNT_ID_UNIQUE, ctime: 1e18, subdirs: []string{"a", "b"}, hit: hitDir}},
 	} {
 		var buf bytes.Buffer
-		w := bufio.NewWriter(&buf)
-		encode(w, "k", dirs)
-		w.Flush()
+		encode(&buf, "k", 12345, dirs)
 		f.Add(buf.Bytes())
-		got, err := decode(buf.Bytes(), "k")
-		if err != nil || !reflect.DeepEqual(got, dirs) {
+		got, offset, err := decode(buf.Bytes(), "k")
+		if err != nil || !reflect.DeepEqual(got, dirs) || offset != 12345 {
 			f.Fatalf("decode(encode) = %v, %v", got, err)
 		}
 	}
@@ -223,7 +247,8 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// TestMemoryStoreIsBounded: a store keeps the maxMemories last kept.
+// TestMemoryStoreIsBounded: a store keeps a user's maxMemoriesAUser last
+// kept.
 func TestMemoryStoreIsBounded(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the memory is root's")
@@ -239,8 +264,8 @@ func TestMemoryStoreIsBounded(t *testing.T) {
 		}
 	}
 	ents, _ := os.ReadDir(store)
-	if len(ents) != maxMemories {
-		t.Errorf("%d memories in the store, want %d", len(ents), maxMemories)
+	if len(ents) != maxMemoriesAUser {
+		t.Errorf("%d memories of one user in the store, want %d", len(ents), maxMemoriesAUser)
 	}
 	if _, err := os.Stat(filepath.Join(store, last.file())); err != nil {
 		t.Errorf("the last memory kept was removed: %v", err)

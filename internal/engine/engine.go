@@ -163,6 +163,9 @@ type About struct {
 	// Steps are the engine's opening, in order (report.Step): the load
 	// and what follows it.
 	Steps []report.Step
+	// GitWalk is the Landlock engine's walk for git's files (nil for
+	// none).
+	GitWalk *report.GitWalk
 }
 
 // GitScope is where gitcheck looks.

@@ -63,6 +63,17 @@ type Start struct {
 	// whose agent-lock was killed from one still running.
 	AgentLockPID   int
 	AgentLockStart uint64
+	// GitWalk is the Landlock engine's walk of DIR (and the user's
+	// writable grants) for git's files before the agent started; nil
+	// under the BPF LSM, which walks nothing.
+	GitWalk *GitWalk
+}
+
+// GitWalk says how many folders the walk went through and how many of
+// them it took from the last session's memory instead of reading them
+// (dirscan.Memory).
+type GitWalk struct {
+	Folders, Remembered int
 }
 
 // Step is one step of a session's start and how long it took, from the

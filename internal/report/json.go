@@ -40,6 +40,12 @@ type jsonStart struct {
 	Steps     []jsonStep `json:"start_steps,omitempty"`
 	ALPID     int        `json:"agent_lock_pid,omitempty"`
 	ALStart   uint64     `json:"agent_lock_start,omitempty"`
+	GitWalk   *jsonWalk  `json:"git_walk,omitempty"`
+}
+
+type jsonWalk struct {
+	Folders    int `json:"folders"`
+	Remembered int `json:"remembered"`
 }
 
 type jsonStep struct {
@@ -212,7 +218,15 @@ func (j *jsonWriter) Start(s Start) error {
 		Steps:     jsonSteps(s.Steps),
 		ALPID:     s.AgentLockPID,
 		ALStart:   s.AgentLockStart,
+		GitWalk:   jsonGitWalk(s.GitWalk),
 	})
+}
+
+func jsonGitWalk(w *GitWalk) *jsonWalk {
+	if w == nil {
+		return nil
+	}
+	return &jsonWalk{Folders: w.Folders, Remembered: w.Remembered}
 }
 
 func (j *jsonWriter) Escape(e Event) error { return j.event(TypeEscape, e) }
@@ -453,6 +467,9 @@ func (js jsonStart) model() (Start, error) {
 		s.Steps = append(s.Steps, Step{Name: st.Step, Time: time.Duration(st.NS)})
 	}
 	s.AgentLockPID, s.AgentLockStart = js.ALPID, js.ALStart
+	if js.GitWalk != nil {
+		s.GitWalk = &GitWalk{Folders: js.GitWalk.Folders, Remembered: js.GitWalk.Remembered}
+	}
 	if s.TmpDir, err = raw("tmpdir", js.TmpDir, js.TmpDirB64); err != nil {
 		return Start{}, err
 	}

@@ -445,7 +445,7 @@ func TestLandlockTripwireRemembers(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", script, err, b)
 		}
 	}
-	session := func(script string) (string, map[string]string) {
+	session := func(script string) (string, map[string]string, *report.GitWalk) {
 		t.Helper()
 		rep := testenv.ReportPath(t, 4242)
 		cmd := exec.Command(bin, "--headless", "--engine", "landlock", "--report", rep, dir, "--", "sh", "-c", script)
@@ -456,6 +456,7 @@ func TestLandlockTripwireRemembers(t *testing.T) {
 			t.Fatalf("agent-lock: %v\n%s", err, out)
 		}
 		undone := map[string]string{}
+		var walk *report.GitWalk
 		f, err := os.Open(rep)
 		if err != nil {
 			t.Fatal(err)
@@ -466,21 +467,30 @@ func TestLandlockTripwireRemembers(t *testing.T) {
 				rel, _ := filepath.Rel(dir, r.Event.Path)
 				undone[rel] = r.Event.Op
 			}
+			if r.Start != nil {
+				walk = r.Start.GitWalk
+			}
 			return nil
 		})
-		return string(out), undone
+		return string(out), undone, walk
 	}
 	asUser(`mkdir -p a/b/c a/b/d e/f && git init -q e/f`)
 	// Older than the file system clock's margin (dirscan.Settle): the
 	// first session's walk remembers them.
 	time.Sleep(dirscan.Settle + 200*time.Millisecond)
 	session("true")
+	// git init in a/b/c: a/b/c's ctime moves; the rest is as it was.
 	asUser(`git init -q a/b/c`)
 	hook := "a/b/c/.git/hooks/pre-commit"
 	// Not chmod: the tripwire may have removed it by then.
-	out, undone := session(`printf '#!/bin/sh\nexit 0\n' > ` + hook + ` && echo planted`)
+	out, undone, walk := session(`printf '#!/bin/sh\nexit 0\n' > ` + hook + ` && echo planted`)
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the agent did not plant the hook: the test would prove nothing\n%s", out)
+	}
+	// The project, a, a/b, a/b/c, a/b/d, e, e/f: all but a/b/c from the
+	// memory (the test is real: the walk took the rest from it).
+	if walk == nil || walk.Folders != 7 || walk.Remembered != 6 {
+		t.Errorf("the second session's walk: %+v, want 7 folders, 6 of them from the first's memory", walk)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, hook)); err == nil {
 		t.Error("the hook planted in the repository made between the sessions is still there")

@@ -285,7 +285,7 @@ func (r *run) start() (*exec.Cmd, <-chan int, error) {
 		Time: r.began, Mode: mode, Dir: dir, Agent: argv, PID: cmd.Process.Pid,
 		User: agent.Name, UID: int(agent.UID), Version: o.Version,
 		Kernel: r.facts.Release, Engine: about.Name, Limits: about.Limits, TmpDir: r.pol.TmpDir, WithheldEnv: withheld,
-		Profiles: r.plan.Profiles.Profiles, LoadTime: about.LoadTime, Steps: r.steps,
+		Profiles: r.plan.Profiles.Profiles, LoadTime: about.LoadTime, Steps: r.steps, GitWalk: about.GitWalk,
 	})
 	c.eng.Reporting(o.Report)
 	return cmd, done, nil

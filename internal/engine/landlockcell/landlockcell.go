@@ -227,7 +227,7 @@ func (c *cell) About() engine.About {
 		return c.aboutAlone()
 	}
 	return engine.About{Name: fmt.Sprintf("%s (ABI %d)", Name, c.abi), LoadTime: c.j.LoadTime(), Steps: c.j.Steps(),
-		Limits: append(landlock.Limits(c.abi), auditLimit(c.noAudit))}
+		Limits: append(landlock.Limits(c.abi), auditLimit(c.noAudit)), GitWalk: c.tw.gitWalk()}
 }
 
 // Command is agent-lock itself (the running binary, through

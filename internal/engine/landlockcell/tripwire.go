@@ -131,7 +131,8 @@ func broadGrants(p policy.Policy, rules []spec.Rule) []string {
 // it).
 type tripwireRun struct {
 	w *tripwire.Watcher
-	// kept are the entries' paths; since is when the recording began.
+	// kept are the entries' paths; since is when the walk for them began
+	// (walkGit: before the recording, so that more counts as changed).
 	// A git file in DIR or a writable grant (roots) that is none of them
 	// and changed since (a repository the agent made, git init at DIR's
 	// top included) is the agent's: gitcheck judges it when the cell is
@@ -144,6 +145,7 @@ type tripwireRun struct {
 	gitDirs map[string]uint64
 	escapes atomic.Uint64
 	warn    func(format string, args ...any)
+	walk    *gitWalk
 
 	mu      sync.Mutex
 	rep     report.Writer
@@ -219,7 +221,7 @@ func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (
 		links(".git")
 	}
 	var hits []dirscan.Hit
-	if mem != nil {
+	if mem != nil && mem.Of(dir, skip) {
 		hits, err = mem.Scan()
 	} else {
 		hits, err = dirscan.Named(id, dir, ".git", skip)
@@ -347,6 +349,11 @@ type gitWalk struct {
 	gitDirs map[string]uint64
 	warns   []string
 	err     error
+	// stats: the walk's folders, and those taken from the last
+	// session's memory (nil without one); keeping: the memories being
+	// written for the next session.
+	stats   *report.GitWalk
+	keeping sync.WaitGroup
 }
 
 // walkGit begins the walk for p and rules, as the user id.
@@ -399,10 +406,17 @@ func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID) error {
 			})
 		}
 		if mem != nil {
-			// Beside the rest of the start, as root. Not kept (/run not
-			// writable, or this process gone first), it costs the next
-			// start a whole walk, nothing else: not worth a warning.
-			go mem.Keep()
+			if w.stats == nil {
+				w.stats = &report.GitWalk{}
+			}
+			folders, recalled := mem.Recalled()
+			w.stats.Folders += folders
+			w.stats.Remembered += recalled
+			// Beside the rest of the start, as root; the cell's Close
+			// waits for it. Not kept (/run not writable), it costs the
+			// next start a whole walk, nothing else: not worth a
+			// warning.
+			w.keeping.Go(func() { mem.Keep() })
 		}
 		entries = append(entries, nested...)
 		if more > 0 {
@@ -425,7 +439,7 @@ func armTripwire(walk *gitWalk, id asuser.ID, cg string, warn func(format string
 	if walk.err != nil {
 		return nil, walk.err
 	}
-	t := &tripwireRun{warn: warn, since: walk.since, roots: walk.roots, gitDirs: walk.gitDirs}
+	t := &tripwireRun{warn: warn, since: walk.since, roots: walk.roots, gitDirs: walk.gitDirs, walk: walk}
 	entries := walk.entries
 	for _, e := range entries {
 		t.kept = append(t.kept, keptPath{filepath.Join(e.Root, e.Path), e.DirOnly})
@@ -569,6 +583,24 @@ func (t *tripwireRun) close() {
 	if t != nil && t.w != nil {
 		t.w.Close()
 	}
+	if t != nil {
+		// The memories for the next session: written by now, but for a
+		// session that ended at once.
+		kept := make(chan struct{})
+		go func() { t.walk.keeping.Wait(); close(kept) }()
+		select {
+		case <-kept:
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// gitWalk says what the walk for git's files did (nil: no memory used).
+func (t *tripwireRun) gitWalk() *report.GitWalk {
+	if t == nil {
+		return nil
+	}
+	return t.walk.stats
 }
 
 // keeper is the tripwire's Keep for the cell's cgroup cg: a change by a
