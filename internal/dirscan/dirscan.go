@@ -163,7 +163,7 @@ func (s *scan) work() {
 
 		s.mu.Lock()
 		for _, r := range found {
-			s.mem.next[r.dir] = r.f
+			s.mem.remember(r.dir, r.f)
 		}
 		s.hits = append(s.hits, hits...)
 		s.stack = append(s.stack, subdirs...)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -44,11 +45,14 @@ import (
 // remembered; one the user can no longer reach fails its statx and is
 // skipped, as a read would. Only folders of local file systems whose
 // ctime is the kernel's own are remembered (rememberedFS); the mount id
-// is the never-reused one and a btrfs folder's subvolume is compared
-// where the kernel gives them (6.8, 6.10). A clock stepped back (NTP
-// correcting a wrong one) could make a later change's ctime equal a
-// kept one: a memory kept before the wall clock moved back against the
-// boot clock is not used. What remains is root's: a file system rolled
+// is the one not reused within a boot, and a btrfs folder's subvolume is
+// compared, where the kernel gives them (6.8, 6.10); a memory is of one
+// boot (its key holds the boot id). A clock stepped back (NTP correcting
+// a wrong one) could make a later change's ctime equal a kept one: a
+// memory is not used once the wall clock has moved back more than a
+// second against the boot clock since the oldest of its folders was
+// read, nor kept when it moved back during the scan. What remains is
+// root's: a file system rolled
 // back to a snapshot, or made by hand, with the same identities and
 // ctimes and other entries.
 //
@@ -64,6 +68,12 @@ type Memory struct {
 	skip  []string
 	dirs  map[string]*folder // the last scan's, by path
 	next  map[string]*folder // this scan's
+	// offset: the clock's (clockOffset) when the oldest folder of dirs
+	// was read; scanned: when this scan began; size: next's size, about
+	// as encoded, and overflow: it passed maxBytes (next is dropped).
+	offset, scanned int64
+	size            int
+	overflow        bool
 
 	recalled atomic.Int64 // folders the last Scan took from dirs
 	visited  atomic.Int64 // folders it went through
@@ -89,15 +99,23 @@ const (
 // for the folder to be remembered: more than a file system clock's tick.
 var Settle = 2 * time.Second
 
-// maxRemembered bounds a memory's folders, and maxBytes its file (each
-// folder's path, its folders' names and about 30 bytes: 1.1 MB for the
-// benchmark's 20,000 folders): past either it is not kept, and the next
-// scan reads every folder, as without one. Root writes them on any
-// user's behalf, into /run (memory): bounded, and few (maxMemories).
-const (
-	maxRemembered = 1 << 20
-	maxBytes      = 8 << 20
+// maxBytes bounds a memory (each folder's path, its folders' names and
+// about 35 bytes: 1.2 MB for the benchmark's 20,000 folders, about
+// 150,000 such folders in all), in root's process as the scan goes and in
+// its file: past it the scan remembers nothing, and the next one reads
+// every folder, as without one. Root writes them on any user's behalf,
+// into /run (memory): a user's together are bounded by userBytes, the
+// store's by storeBytes (forget), and each must leave three times its
+// size free.
+var (
+	maxBytes   = 8 << 20
+	userBytes  = 16 << 20
+	storeBytes = 64 << 20
 )
+
+// maxRemembered bounds a memory's folders as decode reads them: a damaged
+// file cannot make it allocate more.
+const maxRemembered = 1 << 20
 
 // What a remembered folder is compared on: statxNeed and one of the mount
 // ids, and statxIDs as far as the kernel gives them (STATX_MNT_ID_UNIQUE
@@ -115,19 +133,26 @@ const magic = "agent-lock dirscan memory 2\n"
 // root's alone, or the memory cannot be read: then every folder is
 // read). It reads root's own files: call it as root, not as the user.
 func Recall(store string, id asuser.ID, root, name string, skip []string) *Memory {
-	key := fmt.Sprintf("uid %d gid %d groups %v root %q name %q skip %q", id.UID, id.GID, id.Groups, root, name, skip)
+	key := fmt.Sprintf("boot %s uid %d gid %d groups %v root %q name %q skip %q", bootID(), id.UID, id.GID, id.Groups, root, name, skip)
 	m := &Memory{key: key, store: store, id: id, root: root, name: name, skip: skip, dirs: map[string]*folder{}}
 	if !rootsAlone(store) {
 		return m
 	}
-	data, err := readLimited(filepath.Join(store, m.file()), maxBytes)
+	data, err := readLimited(filepath.Join(store, m.file()), int64(maxBytes))
 	if err != nil {
 		return m
 	}
 	if dirs, offset, err := decode(data, key); err == nil && clockOffset() >= offset-int64(time.Second) {
-		m.dirs = dirs
+		m.dirs, m.offset = dirs, offset
 	}
 	return m
+}
+
+// bootID names this boot: mount ids and the boot clock begin again at
+// the next one.
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
 }
 
 // clockOffset is the wall clock less the boot clock (ns): it moves back
@@ -138,9 +163,11 @@ func clockOffset() int64 {
 	return time.Now().UnixNano() - ts.Nano()
 }
 
-// Of says whether m is the memory of a scan of root with skip.
-func (m *Memory) Of(root string, skip []string) bool {
-	return m.root == root && slices.Equal(m.skip, skip)
+// Of says whether m is the memory of a scan of root by id for name,
+// with skip.
+func (m *Memory) Of(id asuser.ID, root, name string, skip []string) bool {
+	return m.id.UID == id.UID && m.id.GID == id.GID && slices.Equal(m.id.Groups, id.Groups) &&
+		m.root == root && m.name == name && slices.Equal(m.skip, skip)
 }
 
 // Scan is Named for the memory's user, root, name and skip, taking every
@@ -148,9 +175,28 @@ func (m *Memory) Of(root string, skip []string) bool {
 // what it reads for Keep.
 func (m *Memory) Scan() ([]Hit, error) {
 	m.next = make(map[string]*folder, len(m.dirs))
+	m.size, m.overflow = len(magic)+len(m.key)+40, false
+	m.scanned = clockOffset()
 	m.recalled.Store(0)
 	m.visited.Store(0)
 	return named(m.id, m.root, m.name, m.skip, m)
+}
+
+// remember adds dir to what Keep writes, unless that would pass
+// maxBytes: then nothing is (the caller holds the scan's lock).
+func (m *Memory) remember(dir string, f *folder) {
+	if m.overflow {
+		return
+	}
+	m.size += len(dir) + 40
+	for _, s := range f.subdirs {
+		m.size += len(s) + 2
+	}
+	if m.size > maxBytes {
+		m.overflow, m.next = true, nil
+		return
+	}
+	m.next[dir] = f
 }
 
 // Recalled says how many folders the last Scan went through, and how many
@@ -162,17 +208,25 @@ func (m *Memory) Recalled() (folders, recalled int) {
 // Keep writes what the last Scan read to the store, for the next scan.
 // It writes root's own files: call it as root, not as the user.
 func (m *Memory) Keep() error {
-	if m.next == nil {
+	if m.next == nil && !m.overflow {
 		return errors.New("dirscan: nothing scanned to keep")
 	}
 	path := filepath.Join(m.store, m.file())
-	var buf bytes.Buffer
-	if len(m.next) <= maxRemembered {
-		encode(&buf, m.key, clockOffset(), m.next)
+	if m.overflow || len(m.next) == 0 || clockOffset() < m.scanned-int64(time.Second) {
+		// Too much to remember, nothing, or read while the clock went
+		// back: the last memory is of no more use.
+		os.Remove(path)
+		return nil
 	}
-	if len(m.next) == 0 || buf.Len() == 0 || buf.Len() > maxBytes {
-		// Nothing to remember, or too much: the last memory is of no
-		// more use.
+	// The oldest of its folders were read when the last memory's oldest
+	// were, if any were taken from it.
+	offset := m.scanned
+	if m.recalled.Load() > 0 {
+		offset = max(offset, m.offset)
+	}
+	var buf bytes.Buffer
+	encode(&buf, m.key, offset, m.next)
+	if buf.Len() > maxBytes {
 		os.Remove(path)
 		return nil
 	}
@@ -190,7 +244,7 @@ func (m *Memory) Keep() error {
 	// /run is memory the whole system needs: a quarter of what is free
 	// at most.
 	var fs unix.Statfs_t
-	if err := unix.Statfs(m.store, &fs); err != nil || uint64(buf.Len())*4 > fs.Bavail*uint64(fs.Bsize) {
+	if err := unix.Statfs(m.store, &fs); err != nil || (fs.Blocks != 0 && uint64(buf.Len())*4 > fs.Bavail*uint64(fs.Frsize)) {
 		os.Remove(path)
 		return fmt.Errorf("dirscan: too little room in %s for a memory of %d bytes", m.store, buf.Len())
 	}
@@ -214,16 +268,21 @@ func (m *Memory) Keep() error {
 }
 
 // maxMemories bounds a store's memories, and maxMemoriesAUser a user's
-// (they are in memory: /run is a tmpfs; one user's projects must not
-// push out every other user's): past either the least recently kept are
-// removed.
+// (a session keeps one for DIR and one for each writable grant): past
+// either, or past userBytes or storeBytes, the least recently kept are
+// removed, so that one user's projects cannot push out every other
+// user's.
 const (
-	maxMemories      = 32
-	maxMemoriesAUser = 8
+	maxMemories      = 64
+	maxMemoriesAUser = 16
 )
 
-// forget removes the least recently kept memories past maxMemoriesAUser
-// of one user and maxMemories in all (file names begin with the uid).
+// memoryName is a memory's file name: the uid, a dash, the key's hash.
+var memoryName = regexp.MustCompile(`^([0-9]+)-[0-9a-f]{32}$`)
+
+// forget removes the least recently kept memories past the bounds, a
+// write's leftovers (a process killed in Keep) older than a minute, and
+// anything else.
 func forget(store string) {
 	ents, err := os.ReadDir(store)
 	if err != nil {
@@ -232,23 +291,40 @@ func forget(store string) {
 	type kept struct {
 		name, uid string
 		at        time.Time
+		size      int64
 	}
 	var all []kept
 	for _, e := range ents {
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
-			uid, _, _ := strings.Cut(e.Name(), "-")
-			all = append(all, kept{e.Name(), uid, info.ModTime()})
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		m := memoryName.FindStringSubmatch(e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), ".new-"):
+			if time.Since(info.ModTime()) > time.Minute {
+				os.Remove(filepath.Join(store, e.Name()))
+			}
+		case m == nil || !info.Mode().IsRegular():
+			os.RemoveAll(filepath.Join(store, e.Name()))
+		default:
+			all = append(all, kept{e.Name(), m[1], info.ModTime(), info.Size()})
 		}
 	}
-	slices.SortFunc(all, func(a, b kept) int { return b.at.Compare(a.at) })
-	users := map[string]int{}
-	n := 0
+	slices.SortStableFunc(all, func(a, b kept) int { return b.at.Compare(a.at) })
+	count, bytes := map[string]int{}, map[string]int64{}
+	var n int
+	var total int64
 	for _, k := range all {
-		if users[k.uid]++; users[k.uid] > maxMemoriesAUser || n >= maxMemories {
+		count[k.uid]++
+		bytes[k.uid] += k.size
+		if count[k.uid] > maxMemoriesAUser || bytes[k.uid] > int64(userBytes) ||
+			n >= maxMemories || total+k.size > int64(storeBytes) {
 			os.Remove(filepath.Join(store, k.name))
 			continue
 		}
 		n++
+		total += k.size
 	}
 }
 
@@ -423,7 +499,7 @@ func decode(raw []byte, key string) (map[string]*folder, int64, error) {
 	}
 	offset := int64(num())
 	n := num()
-	if fail || n > maxRemembered || n > uint64(len(data)) {
+	if fail || n > maxRemembered || n > uint64(len(data))/10 {
 		return nil, 0, bad
 	}
 	dirs := make(map[string]*folder, n)

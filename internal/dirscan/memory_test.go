@@ -271,3 +271,87 @@ func TestMemoryStoreIsBounded(t *testing.T) {
 		t.Errorf("the last memory kept was removed: %v", err)
 	}
 }
+
+// TestMemoryBounds: a memory past maxBytes is not kept (nor is one of a
+// walk that remembered nothing), and the last one is removed then; the
+// store keeps a user's memories within userBytes and everyone's within
+// storeBytes, so one user's many projects leave the others' alone; a
+// write's leftovers and foreign files go.
+func TestMemoryBounds(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the memory is root's")
+	}
+	root := tree(t, 50*time.Millisecond)
+	store := filepath.Join(t.TempDir(), "scans")
+	if n := rescan(t, root, store, func() {}); n < 300 {
+		t.Fatalf("%d folders from the memory, want all (the test is real)", n)
+	}
+	m := Recall(store, me(), root, ".git", nil)
+	file := filepath.Join(store, m.file())
+	old := maxBytes
+	maxBytes = 4096 // 300 folders' paths are more
+	m.Scan()
+	maxBytes = old
+	if err := m.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Error("a memory past maxBytes was kept, or the last one left")
+	}
+	// A walk that remembered nothing (every folder fresh) keeps nothing.
+	Settle = time.Hour
+	m = Recall(store, me(), root, ".git", nil)
+	m.Scan()
+	m.Keep()
+	if ents, _ := os.ReadDir(store); len(ents) != 0 {
+		t.Errorf("a walk that remembered nothing kept %d files", len(ents))
+	}
+
+	// The store's bounds, on made-up memories.
+	oldUser, oldStore := userBytes, storeBytes
+	userBytes, storeBytes = 4000, 10000
+	t.Cleanup(func() { userBytes, storeBytes = oldUser, oldStore })
+	now := time.Now()
+	write := func(name string, size int, age time.Duration) {
+		p := filepath.Join(store, name)
+		os.WriteFile(p, make([]byte, size), 0o600)
+		os.Chtimes(p, now.Add(-age), now.Add(-age))
+	}
+	hash := func(i int) string { return fmt.Sprintf("%032x", i) }
+	for i := range 4 { // another user's, older
+		write("1001-"+hash(i), 1000, time.Hour+time.Duration(i)*time.Minute)
+	}
+	for i := range 10 { // one user's many, newer
+		write("1002-"+hash(i), 1000, time.Duration(i)*time.Minute)
+	}
+	write(".new-leftover", 10, 2*time.Minute)
+	write(".new-writing", 10, 0)
+	write("0123abcd", 10, 0) // the first format's name
+	forget(store)
+	var users [3]int
+	for _, e := range must(os.ReadDir(store)) {
+		switch {
+		case e.Name()[:5] == "1001-":
+			users[1]++
+		case e.Name()[:5] == "1002-":
+			users[2]++
+			if e.Name() != "1002-"+hash(0) && e.Name() != "1002-"+hash(1) && e.Name() != "1002-"+hash(2) && e.Name() != "1002-"+hash(3) {
+				t.Errorf("kept %s, not one of the user's four newest", e.Name())
+			}
+		case e.Name() == ".new-writing":
+			users[0]++
+		default:
+			t.Errorf("%s left in the store", e.Name())
+		}
+	}
+	if users[1] != 4 || users[2] != 4 || users[0] != 1 {
+		t.Errorf("kept %d of the other user's 4, %d of the flooding user's 10 (want 4: userBytes), and the write under way %d times", users[1], users[2], users[0])
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -55,6 +55,9 @@ type Spec struct {
 	StreamInBounds bool
 	// BestEffort runs without what the engine cannot enforce, saying so.
 	BestEffort bool
+	// Throwaway is a cell around a folder made for it and removed after
+	// (the self-test's): nothing of its walks is worth remembering.
+	Throwaway bool
 	// AllowUnix are the unix sockets the agent may be told of.
 	AllowUnix []string
 	// Views are files to mount over others in the agent's view (the

@@ -334,7 +334,7 @@ func SelfTest(ctx context.Context, facts kernel.Facts, name string) error {
 	defer os.RemoveAll(dir)
 	// The network as a session without a profile gets it: nothing granted.
 	p := policy.Policy{Dir: dir}
-	c, err := openCell(facts, name, engine.Spec{Policy: p, Rules: p.Rules()}, netpolicy.Policy{}, newWarner(nil))
+	c, err := openCell(facts, name, engine.Spec{Policy: p, Rules: p.Rules(), Throwaway: true}, netpolicy.Policy{}, newWarner(nil))
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func (e Engine) Load(f kernel.Facts, s engine.Spec) engine.Opening {
 		return refused{err}
 	}
 	// The walk for git's files begins now, beside the network's making.
-	walk := walkGit(s.Policy, s.Rules, s.User)
+	walk := walkGit(s.Policy, s.Rules, s.User, !s.Throwaway)
 	if e.Alone {
 		return &opening{f: f, s: s, ports: e.Ports, walk: walk}
 	}
@@ -127,7 +127,7 @@ func (o *opening) Open() (engine.Cell, error) {
 		o.Abandon()
 		return nil, err
 	}
-	c := &cell{s: s, abi: abi, flags: flags, ruleset: os.NewFile(uintptr(fd), "landlock-ruleset"),
+	c := &cell{s: s, abi: abi, flags: flags, ruleset: os.NewFile(uintptr(fd), "landlock-ruleset"), walk: o.walk,
 		events: make(chan verdict.Event, 4096), done: make(chan struct{}), ports: o.ports}
 	if o.l == nil {
 		return c.alone(o.walk)
@@ -193,6 +193,9 @@ type cell struct {
 	// agentPID: the cell's first process, whose domain is the agent's.
 	auditUntil atomic.Int64
 	agentPID   atomic.Int64
+	// walk is the search for what tw keeps (tripwire.go), whose memory
+	// for the next session Close waits for.
+	walk *gitWalk
 	// tw keeps the protected entries (tripwire.go); nil with
 	// --best-effort when they could not be.
 	tw *tripwireRun
@@ -373,6 +376,7 @@ func (c *cell) Links() ([]*os.File, error) {
 func (c *cell) Close() {
 	close(c.done)
 	c.tw.close()
+	c.walk.wait()
 	c.ruleset.Close()
 	c.closeEnvFiles()
 	if c.audit != nil {

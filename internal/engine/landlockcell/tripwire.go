@@ -221,7 +221,7 @@ func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (
 		links(".git")
 	}
 	var hits []dirscan.Hit
-	if mem != nil && mem.Of(dir, skip) {
+	if mem != nil && mem.Of(id, dir, ".git", skip) {
 		hits, err = mem.Scan()
 	} else {
 		hits, err = dirscan.Named(id, dir, ".git", skip)
@@ -357,17 +357,19 @@ type gitWalk struct {
 }
 
 // walkGit begins the walk for p and rules, as the user id.
-func walkGit(p policy.Policy, rules []spec.Rule, id asuser.ID) *gitWalk {
+// With remember, a session run as root takes the folders unchanged since
+// the last session's walk from its memory, and keeps one for the next.
+func walkGit(p policy.Policy, rules []spec.Rule, id asuser.ID, remember bool) *gitWalk {
 	// A second of margin: a file system's clock is coarser than ours.
 	w := &gitWalk{done: make(chan struct{}), since: time.Now().Add(-time.Second), gitDirs: map[string]uint64{}}
 	go func() {
 		defer close(w.done)
-		w.err = w.walk(p, rules, id)
+		w.err = w.walk(p, rules, id, remember && os.Geteuid() == 0)
 	}()
 	return w
 }
 
-func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID) error {
+func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID, remember bool) error {
 	entries := TripwireEntries(p, rules)
 	w.roots = append([]string{p.Dir}, grantRoots(p, rules)...)
 	for _, g := range broadGrants(p, rules) {
@@ -382,7 +384,7 @@ func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID) error {
 		// (root's own files, read and written on this goroutine's
 		// thread, not the user's: dirscan.Memory).
 		var mem *dirscan.Memory
-		if os.Geteuid() == 0 {
+		if remember {
 			mem = dirscan.Recall(scanMemories, id, root, ".git", w.roots)
 		}
 		err := asuser.Do(id, func() error {
@@ -583,15 +585,20 @@ func (t *tripwireRun) close() {
 	if t != nil && t.w != nil {
 		t.w.Close()
 	}
-	if t != nil {
-		// The memories for the next session: written by now, but for a
-		// session that ended at once.
-		kept := make(chan struct{})
-		go func() { t.walk.keeping.Wait(); close(kept) }()
-		select {
-		case <-kept:
-		case <-time.After(2 * time.Second):
-		}
+}
+
+// wait waits (2 s at most) for the memories the walk is writing for the
+// next session: written by now, but for a session that ended at once.
+func (w *gitWalk) wait() {
+	if w == nil {
+		return
+	}
+	<-w.done
+	kept := make(chan struct{})
+	go func() { w.keeping.Wait(); close(kept) }()
+	select {
+	case <-kept:
+	case <-time.After(2 * time.Second):
 	}
 }
 
