@@ -34,6 +34,25 @@ func tree(t *testing.T, settle time.Duration) string {
 	return root
 }
 
+// needRoot skips a test of the memory, which is root's, unless root.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the memory is root's")
+	}
+}
+
+// remembered is tree's, and a store holding the memory of a walk of it
+// that the next walk takes every folder from (so a test's is real).
+func remembered(t *testing.T) (root, store string) {
+	t.Helper()
+	root, store = tree(t, 50*time.Millisecond), filepath.Join(t.TempDir(), "scans")
+	if n := rescan(t, root, store, func() {}); n < 300 {
+		t.Fatalf("an unchanged tree: %d folders from the memory, want all (the test is real)", n)
+	}
+	return root, store
+}
+
 func me() asuser.ID { return asuser.ID{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())} }
 
 // rescan keeps the memory of a scan of root, lets change change the
@@ -70,9 +89,7 @@ func rescan(t *testing.T, root, store string, change func()) int {
 // remembered tree is found by the next scan, and the rest of the tree is
 // taken from the memory (so the test is real).
 func TestMemoryHidesNoChange(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the memory is root's")
-	}
+	needRoot(t)
 	cases := []struct {
 		name   string
 		change func(t *testing.T, root, outside string)
@@ -138,9 +155,7 @@ func TestMemoryHidesNoChange(t *testing.T) {
 // before a scan is read again by the next (its ctime may not have moved
 // with a change in the same tick of the file system's clock).
 func TestMemoryRemembersNoFreshFolder(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the memory is root's")
-	}
+	needRoot(t)
 	root := tree(t, 50*time.Millisecond)
 	Settle = time.Hour
 	if n := rescan(t, root, filepath.Join(t.TempDir(), "scans"), func() {}); n != 0 {
@@ -151,14 +166,8 @@ func TestMemoryRemembersNoFreshFolder(t *testing.T) {
 // TestMemoryIsRootsAndTheUsers: a memory in a store others may write, or
 // kept for another user or other groups, is not used.
 func TestMemoryIsRootsAndTheUsers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the memory is root's")
-	}
-	root := tree(t, 50*time.Millisecond)
-	store := filepath.Join(t.TempDir(), "scans")
-	if n := rescan(t, root, store, func() {}); n < 300 {
-		t.Fatalf("an unchanged tree: %d folders from the memory, want all (the test is real)", n)
-	}
+	needRoot(t)
+	root, store := remembered(t)
 	other := me()
 	other.Groups = []uint32{4242}
 	m := Recall(store, other, root, ".git", nil)
@@ -181,9 +190,7 @@ func TestMemoryIsRootsAndTheUsers(t *testing.T) {
 // memory.go does not vouch for (ramfs here; NFS, FUSE and overlays
 // alike) is read whole every time.
 func TestMemoryOnlyOnKnownFileSystems(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the memory is root's")
-	}
+	needRoot(t)
 	old := Settle
 	Settle = 50 * time.Millisecond
 	t.Cleanup(func() { Settle = old })
@@ -205,14 +212,8 @@ func TestMemoryOnlyOnKnownFileSystems(t *testing.T) {
 // clock was set back (against the boot clock) is not used: a change made
 // since could have the ctime a folder had then.
 func TestMemoryForgetsAcrossAClockStepBack(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the memory is root's")
-	}
-	root := tree(t, 50*time.Millisecond)
-	store := filepath.Join(t.TempDir(), "scans")
-	if n := rescan(t, root, store, func() {}); n < 300 {
-		t.Fatalf("an unchanged tree: %d folders from the memory, want all (the test is real)", n)
-	}
+	needRoot(t)
+	root, store := remembered(t)
 	// The memory as if kept with the wall clock 10 s ahead of now.
 	m := Recall(store, me(), root, ".git", nil)
 	m.Scan()
@@ -250,9 +251,7 @@ func FuzzDecode(f *testing.F) {
 // TestMemoryStoreIsBounded: a store keeps a user's maxMemoriesAUser last
 // kept.
 func TestMemoryStoreIsBounded(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the memory is root's")
-	}
+	needRoot(t)
 	root := tree(t, 50*time.Millisecond)
 	store := filepath.Join(t.TempDir(), "scans")
 	var last *Memory
@@ -278,14 +277,8 @@ func TestMemoryStoreIsBounded(t *testing.T) {
 // storeBytes, so one user's many projects leave the others' alone; a
 // write's leftovers and foreign files go.
 func TestMemoryBounds(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the memory is root's")
-	}
-	root := tree(t, 50*time.Millisecond)
-	store := filepath.Join(t.TempDir(), "scans")
-	if n := rescan(t, root, store, func() {}); n < 300 {
-		t.Fatalf("%d folders from the memory, want all (the test is real)", n)
-	}
+	needRoot(t)
+	root, store := remembered(t)
 	m := Recall(store, me(), root, ".git", nil)
 	file := filepath.Join(store, m.file())
 	old := maxBytes
