@@ -164,17 +164,7 @@ func TestLandlockTripwire(t *testing.T) {
 	home := filepath.Join(root, "home")
 	os.Mkdir(home, 0o755)
 	os.Chown(home, 4242, 4242)
-	asUser := func(script string) string {
-		t.Helper()
-		cmd := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", script)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
-		b, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", script, err, b)
-		}
-		return string(b)
-	}
+	asUser := func(script string) string { t.Helper(); return asTestUser(t, dir, home, script) }
 	asUser(`git init -q . && mkdir .vscode && echo '{}' > .vscode/settings.json && echo a > a &&
 		git add a && git -c user.name=u -c user.email=u@h commit -qm first`)
 	config, _ := os.ReadFile(filepath.Join(dir, ".git/config"))
@@ -185,15 +175,9 @@ func TestLandlockTripwire(t *testing.T) {
 		printf '#!/bin/sh\ntouch ` + pwned + `\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit
 		rm .vscode/settings.json
 		echo b > b && git add b && git -c user.name=a -c user.email=a@b commit --no-verify -qm agent-work && echo committed`
-	cmd := exec.Command(bin, "--headless", "--engine", "landlock", "--report", rep, dir, "--", "sh", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("agent-lock: %v\n%s", err, out)
-	}
-	live := !strings.Contains(string(out), "cannot watch the protected entries live") &&
-		!strings.Contains(string(out), "protected entries with inotify")
+	out := landlockSession(t, bin, dir, rep, script)
+	live := !strings.Contains(out, "cannot watch the protected entries live") &&
+		!strings.Contains(out, "protected entries with inotify")
 	if !live {
 		t.Logf("no live watch here: %s", out)
 	}
@@ -436,25 +420,11 @@ func TestLandlockTripwireRemembers(t *testing.T) {
 	}
 	bin := testenv.AgentLockBin(t)
 	_, dir := testenv.ProjectDir(t, 4242)
-	asUser := func(script string) {
-		t.Helper()
-		cmd := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", script)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", script, err, b)
-		}
-	}
+	asUser := func(script string) { t.Helper(); asTestUser(t, dir, dir, script) }
 	session := func(script string) (string, map[string]string, *report.GitWalk) {
 		t.Helper()
 		rep := testenv.ReportPath(t, 4242)
-		cmd := exec.Command(bin, "--headless", "--engine", "landlock", "--report", rep, dir, "--", "sh", "-c", script)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("agent-lock: %v\n%s", err, out)
-		}
+		out := landlockSession(t, bin, dir, rep, script)
 		undone := map[string]string{}
 		var walk *report.GitWalk
 		f, err := os.Open(rep)
@@ -472,7 +442,7 @@ func TestLandlockTripwireRemembers(t *testing.T) {
 			}
 			return nil
 		})
-		return string(out), undone, walk
+		return out, undone, walk
 	}
 	asUser(`mkdir -p a/b/c a/b/d e/f && git init -q e/f`)
 	// Older than the file system clock's margin (dirscan.Settle): the
@@ -498,4 +468,33 @@ func TestLandlockTripwireRemembers(t *testing.T) {
 	if undone[hook] != "create" {
 		t.Errorf("the hook planted in the repository made between the sessions: undone %v, want %s by create\n%s", undone, hook, out)
 	}
+}
+
+// asTestUser runs script with sh in dir as the test user (4242, no
+// groups), HOME home, and fails t if it fails; it returns the output.
+func asTestUser(t *testing.T, dir, home, script string) string {
+	t.Helper()
+	cmd := exec.Command("setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, b)
+	}
+	return string(b)
+}
+
+// landlockSession runs script under agent-lock's Landlock engine, for the
+// test user as sudo would, in dir, reporting to rep, and fails t if
+// agent-lock fails; it returns the output.
+func landlockSession(t *testing.T, bin, dir, rep, script string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "--headless", "--engine", "landlock", "--report", rep, dir, "--", "sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("agent-lock: %v\n%s", err, out)
+	}
+	return string(out)
 }
