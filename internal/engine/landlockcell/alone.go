@@ -33,8 +33,8 @@ import (
 // enforced inside, holds everywhere.
 
 // alone completes c, a cell with no observers.
-func (c *cell) alone(walk *gitWalk) (engine.Cell, error) {
-	tw, err := armTripwire(walk, c.s.User, "", c.s.Warn)
+func (c *cell) alone() (engine.Cell, error) {
+	tw, err := armTripwire(c.walk, c.s.User, "", c.s.Warn)
 	if err != nil {
 		if !c.s.BestEffort {
 			c.ruleset.Close()

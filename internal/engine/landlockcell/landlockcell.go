@@ -130,7 +130,7 @@ func (o *opening) Open() (engine.Cell, error) {
 	c := &cell{s: s, abi: abi, flags: flags, ruleset: os.NewFile(uintptr(fd), "landlock-ruleset"), walk: o.walk,
 		events: make(chan verdict.Event, 4096), done: make(chan struct{}), ports: o.ports}
 	if o.l == nil {
-		return c.alone(o.walk)
+		return c.alone()
 	}
 	j, err := o.l.Attach("")
 	if err != nil {
@@ -149,7 +149,7 @@ func (o *opening) Open() (engine.Cell, error) {
 			return nil, err
 		}
 	}
-	if c.tw, err = armTripwire(o.walk, s.User, s.Cgroup.Path, s.Warn); err != nil {
+	if c.tw, err = armTripwire(c.walk, s.User, s.Cgroup.Path, s.Warn); err != nil {
 		if !s.BestEffort {
 			c.Close()
 			return nil, err
@@ -230,7 +230,16 @@ func (c *cell) About() engine.About {
 		return c.aboutAlone()
 	}
 	return engine.About{Name: fmt.Sprintf("%s (ABI %d)", Name, c.abi), LoadTime: c.j.LoadTime(), Steps: c.j.Steps(),
-		Limits: append(landlock.Limits(c.abi), auditLimit(c.noAudit)), GitWalk: c.tw.gitWalk()}
+		Limits: append(landlock.Limits(c.abi), auditLimit(c.noAudit)), GitWalk: c.gitWalk()}
+}
+
+// gitWalk says what the walk for the tripwire's entries did (nil: no
+// memory used, or no tripwire armed).
+func (c *cell) gitWalk() *report.GitWalk {
+	if c.tw == nil {
+		return nil
+	}
+	return c.walk.stats
 }
 
 // Command is agent-lock itself (the running binary, through

@@ -145,7 +145,6 @@ type tripwireRun struct {
 	gitDirs map[string]uint64
 	escapes atomic.Uint64
 	warn    func(format string, args ...any)
-	walk    *gitWalk
 
 	mu      sync.Mutex
 	rep     report.Writer
@@ -441,7 +440,7 @@ func armTripwire(walk *gitWalk, id asuser.ID, cg string, warn func(format string
 	if walk.err != nil {
 		return nil, walk.err
 	}
-	t := &tripwireRun{warn: warn, since: walk.since, roots: walk.roots, gitDirs: walk.gitDirs, walk: walk}
+	t := &tripwireRun{warn: warn, since: walk.since, roots: walk.roots, gitDirs: walk.gitDirs}
 	entries := walk.entries
 	for _, e := range entries {
 		t.kept = append(t.kept, keptPath{filepath.Join(e.Root, e.Path), e.DirOnly})
@@ -600,14 +599,6 @@ func (w *gitWalk) wait() {
 	case <-kept:
 	case <-time.After(2 * time.Second):
 	}
-}
-
-// gitWalk says what the walk for git's files did (nil: no memory used).
-func (t *tripwireRun) gitWalk() *report.GitWalk {
-	if t == nil {
-		return nil
-	}
-	return t.walk.stats
 }
 
 // keeper is the tripwire's Keep for the cell's cgroup cg: a change by a
