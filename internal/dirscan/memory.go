@@ -60,7 +60,8 @@ import (
 // session's engine runs as root; a user's own scan remembers nothing),
 // so a user, or an agent, cannot plant one that hides a repository.
 type Memory struct {
-	key   string
+	of    string // keyOf the scan
+	key   string // of, and the boot
 	store string
 	id    asuser.ID
 	root  string
@@ -133,8 +134,9 @@ const magic = "agent-lock dirscan memory 2\n"
 // root's alone, or the memory cannot be read: then every folder is
 // read). It reads root's own files: call it as root, not as the user.
 func Recall(store string, id asuser.ID, root, name string, skip []string) *Memory {
-	key := fmt.Sprintf("boot %s uid %d gid %d groups %v root %q name %q skip %q", bootID(), id.UID, id.GID, id.Groups, root, name, skip)
-	m := &Memory{key: key, store: store, id: id, root: root, name: name, skip: skip, dirs: map[string]*folder{}}
+	of := keyOf(id, root, name, skip)
+	key := fmt.Sprintf("boot %s %s", bootID(), of)
+	m := &Memory{of: of, key: key, store: store, id: id, root: root, name: name, skip: skip, dirs: map[string]*folder{}}
 	if !rootsAlone(store) {
 		return m
 	}
@@ -163,11 +165,16 @@ func clockOffset() int64 {
 	return time.Now().UnixNano() - ts.Nano()
 }
 
+// keyOf names a scan: the user (groups included: what the user may read
+// follows them), the root, the name and the skips.
+func keyOf(id asuser.ID, root, name string, skip []string) string {
+	return fmt.Sprintf("uid %d gid %d groups %v root %q name %q skip %q", id.UID, id.GID, id.Groups, root, name, skip)
+}
+
 // Of says whether m is the memory of a scan of root by id for name,
 // with skip.
 func (m *Memory) Of(id asuser.ID, root, name string, skip []string) bool {
-	return m.id.UID == id.UID && m.id.GID == id.GID && slices.Equal(m.id.Groups, id.Groups) &&
-		m.root == root && m.name == name && slices.Equal(m.skip, skip)
+	return m.of == keyOf(id, root, name, skip)
 }
 
 // Scan is Named for the memory's user, root, name and skip, taking every
