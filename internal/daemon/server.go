@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -303,8 +304,11 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 		}
 		// Root's really: a setuid program's process is root's too, with
 		// the arguments, name and environment its user gave it, but its
-		// real uid is that user's.
-		if !realRoot(e.Name()) {
+		// real uid is that user's. And not a session's child between its
+		// fork and its exec (a helper, the agent), which has the
+		// session's arguments, name and environment: 20 sessions starting
+		// at once were counted 21.
+		if !realRoot(e.Name()) || s.sessionChild(e.Name()) {
 			continue
 		}
 		if args[1] == s.StandbyArg {
@@ -325,6 +329,24 @@ func (s *Server) sessions(uid uint32) (mine, all int) {
 		}
 	}
 	return mine, all
+}
+
+// sessionChild says whether process pid's parent is a session or a
+// standby (its arguments say so; a child being born has them too).
+func (s *Server) sessionChild(pid string) bool {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	// The fields after the name, which may hold anything but ends at
+	// the last ')': state, then the parent's pid.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 2 {
+		return false
+	}
+	cmdline, _ := os.ReadFile("/proc/" + f[1] + "/cmdline")
+	args := strings.Split(string(cmdline), "\x00")
+	return len(args) > 1 && (args[1] == s.SessionArg || (s.StandbyArg != "" && args[1] == s.StandbyArg))
 }
 
 // realRoot says whether process pid's real uid is root's (the first of
