@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -26,10 +27,13 @@ func TestSessionsCountNoChild(t *testing.T) {
 	cmd := exec.Command("/bin/sh", arg)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "SUDO_UID=4243"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// The subshell and its sleep too: left, they would be counted by
+	// the next run.
+	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
 	s := &Server{SessionArg: arg}
 	// The subshell is there once the shell has a child.
 	for range 100 {
