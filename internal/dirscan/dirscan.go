@@ -29,6 +29,19 @@ type Hit struct {
 	Dir bool
 	// Regular says it is a regular file.
 	Regular bool
+	// TooLong says Path is too long for the kernel to take by name
+	// (PATH_MAX): a folder the walk could not look into, or an entry of
+	// the name no one can open by its path. Git cannot work there (it
+	// resolves its work tree and git directory to whole paths, and
+	// refuses one it cannot), but would once the tree is moved higher:
+	// callers name it, never leave it out as they leave out what the
+	// user may not read.
+	TooLong bool
+}
+
+// hit is the entry of the name at p.
+func hit(p string, dir, regular bool) Hit {
+	return Hit{Path: p, Dir: dir, Regular: regular, TooLong: len(p) >= unix.PathMax}
 }
 
 // maxThreads bounds the threads of one scan: past a few, the folders'
@@ -39,7 +52,11 @@ const maxThreads = 8
 // one), in the order of their paths, without going into the entries
 // found, nor into the folders skip names (by path), nor through symlinks.
 // It reads as id (asuser): what the user cannot read is left out, as the
-// user's own git would find it. Folders it cannot read are skipped.
+// user's own git would find it, and so is what is gone or replaced as it
+// is read. A folder whose path is too long to open is a Hit (TooLong);
+// any other failure to open one fails the scan: it can only be this
+// process's (out of descriptors or memory), and a folder left out for it
+// could hide a repository.
 func Named(id asuser.ID, root, name string, skip []string) ([]Hit, error) {
 	return named(id, root, name, skip, nil)
 }
@@ -67,6 +84,9 @@ func named(id asuser.ID, root, name string, skip []string, mem *Memory) ([]Hit, 
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
+	}
+	if first == nil {
+		first = s.err
 	}
 	if first != nil {
 		return nil, first
@@ -109,6 +129,7 @@ type scan struct {
 	pending int
 	stopped bool
 	hits    []Hit
+	err     error // the first folder that failed to open (abort)
 
 	// mem, when set, has the last scan's folders and takes this one's
 	// (mem.next, under mu); settled: the ctime (ns) before which a folder
@@ -119,7 +140,15 @@ type scan struct {
 }
 
 func (s *scan) abort() {
+	s.fail(nil)
+}
+
+// fail stops the scan, for err when it is not nil.
+func (s *scan) fail(err error) {
 	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
 	s.stopped = true
 	s.cond.Broadcast()
 	s.mu.Unlock()
@@ -188,13 +217,22 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 				subdirs = append(subdirs, filepath.Join(dir, n))
 			}
 			if f.hit != hitNone {
-				hits = append(hits, Hit{Path: filepath.Join(dir, s.name), Dir: f.hit == hitDir, Regular: f.hit == hitRegular})
+				hits = append(hits, hit(filepath.Join(dir, s.name), f.hit == hitDir, f.hit == hitRegular))
 			}
 			return subdirs, hits, f
 		}
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
+	switch err {
+	case nil:
+	case unix.EACCES, unix.EPERM, unix.ENOENT, unix.ENOTDIR, unix.ELOOP:
+		// Not the user's to read, or gone or replaced by a file or a
+		// symlink since its folder was read.
+		return nil, nil, nil
+	case unix.ENAMETOOLONG:
+		return nil, []Hit{{Path: dir, TooLong: true}}, nil
+	default:
+		s.fail(&os.PathError{Op: "open", Path: dir, Err: err})
 		return nil, nil, nil
 	}
 	// The folder's ctime before its entries are read: any change after
@@ -214,7 +252,7 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 		p := filepath.Join(dir, e.Name())
 		switch {
 		case e.Name() == s.name:
-			h := Hit{Path: p, Dir: e.IsDir(), Regular: e.Type().IsRegular()}
+			h := hit(p, e.IsDir(), e.Type().IsRegular())
 			hits = append(hits, h)
 			if f != nil {
 				f.hit = hitOf(h)

@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/test/testenv"
@@ -98,4 +101,88 @@ func TestNamedReadsAsTheUser(t *testing.T) {
 	if len(all) != 128 {
 		t.Errorf("as root, found %d, want 128 (the test is real)", len(all))
 	}
+}
+
+// TestNamedNamesWhatIsTooLong: a folder whose path is too long to open by
+// name is a hit (TooLong), not left out as an unreadable one is; so is an
+// entry of the name whose own path is, in a folder that opens.
+func TestNamedNamesWhatIsTooLong(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "a/.git"), 0o755)
+	deep := testenv.Deep(t, mkdir(t, root, "deep"), unix.PathMax+300)
+	testenv.AtDeep(t, root, deep, func(fd int) { unix.Mkdirat(fd, ".git", 0o755) })
+	// A folder of 4,092 bytes, which opens, holding a .git of 4,097.
+	edge := testenv.Deep(t, mkdir(t, root, "edge"), unix.PathMax-300)
+	testenv.AtDeep(t, root, edge, func(fd int) {
+		last := strings.Repeat("e", unix.PathMax-4-len(edge)-1)
+		unix.Mkdirat(fd, last, 0o755)
+		edge += "/" + last
+	})
+	testenv.AtDeep(t, root, edge, func(fd int) { unix.Mkdirat(fd, ".git", 0o755) })
+
+	got, err := Named(asuser.ID{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}, root, ".git", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var long []string
+	for _, h := range got {
+		if h.TooLong {
+			long = append(long, h.Path)
+		}
+	}
+	if len(got) != 3 || len(long) != 2 {
+		t.Fatalf("found %d, %d too long; want a/.git and two too long", len(got), len(long))
+	}
+	if p := long[0]; !strings.HasPrefix(deep, p) || len(p) < unix.PathMax || len(filepath.Dir(p)) >= unix.PathMax {
+		t.Errorf("too long: %d bytes, want the first folder of the deep chain past %d", len(p), unix.PathMax)
+	}
+	if long[1] != edge+"/.git" {
+		t.Errorf("too long: %.40s… (%d bytes), want the .git of the 4,092-byte folder", long[1], len(long[1]))
+	}
+}
+
+// TestNamedFailsWhenItCannotOpen: a folder that fails to open for this
+// process's want of descriptors fails the scan, naming it, rather than
+// being left out (it could hold a repository).
+func TestNamedFailsWhenItCannotOpen(t *testing.T) {
+	root := t.TempDir()
+	for i := range 20 {
+		os.MkdirAll(filepath.Join(root, fmt.Sprint(i), ".git"), 0o755)
+	}
+	id := asuser.ID{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
+	if got, err := Named(id, root, ".git", nil); err != nil || len(got) != 20 {
+		t.Fatalf("with descriptors: %d found, %v", len(got), err)
+	}
+	var old unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &old)
+	lim := old
+	lim.Cur = 64
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	// Every descriptor below the limit taken: none for a folder.
+	var fill []int
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		fill = append(fill, fd)
+	}
+	got, err := Named(id, root, ".git", nil)
+	for _, fd := range fill {
+		unix.Close(fd)
+	}
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	if err == nil || !strings.Contains(err.Error(), root) {
+		t.Errorf("out of descriptors: %d found, error %v; want an error naming a folder", len(got), err)
+	}
+}
+
+func mkdir(t *testing.T, root, name string) string {
+	p := filepath.Join(root, name)
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

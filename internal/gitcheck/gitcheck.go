@@ -38,6 +38,8 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-lock/agent-lock/internal/asuser"
 	"github.com/agent-lock/agent-lock/internal/dirscan"
 )
@@ -56,6 +58,11 @@ type Finding struct {
 	// left (Checker.ReportOnly) or could not be moved (Err).
 	Moved string
 	Err   error
+	// Unchecked says Path was not looked into: its path is too long for
+	// the kernel to open by name (dirscan.Hit.TooLong). Git cannot work
+	// there either, but would once the tree is moved higher, so the user
+	// is told where.
+	Unchecked bool
 }
 
 // Checker checks the repositories below some roots.
@@ -76,6 +83,7 @@ type Checker struct {
 
 	roots   []string
 	visited map[string]bool
+	named   map[string]bool // unchecked's
 	out     []Finding
 }
 
@@ -86,6 +94,7 @@ type Checker struct {
 func (c *Checker) Check(roots, dirs []string) []Finding {
 	c.roots = roots
 	c.visited = map[string]bool{}
+	c.named = map[string]bool{}
 	c.out = nil
 	for _, d := range dirs {
 		c.gitDir(d)
@@ -101,6 +110,8 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 		}
 		for _, h := range hits {
 			switch {
+			case h.TooLong:
+				c.unchecked(h.Path)
 			case h.Dir:
 				c.gitDir(h.Path)
 			case h.Regular:
@@ -116,6 +127,10 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 func walk(root string) []dirscan.Hit {
 	var hits []dirscan.Hit
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if tooLong(p, err) {
+			hits = append(hits, dirscan.Hit{Path: p, TooLong: true})
+			return skipDir(d, err)
+		}
 		if err != nil || d.Name() != ".git" || p == root {
 			return nil
 		}
@@ -168,9 +183,40 @@ func (c *Checker) pointer(p, prefix string) {
 		c.aside(p, "leads out of git directories, to "+target)
 		return
 	}
-	if st, err := os.Lstat(target); err == nil && st.IsDir() {
+	if st, err := os.Lstat(target); (err == nil && st.IsDir()) || tooLong(target, err) {
 		c.gitDir(target)
 	}
+}
+
+// maxName is the longest name a file system takes: a git directory whose
+// path leaves less than a name's room below PATH_MAX has hooks and
+// configs no one can open by their paths.
+const maxName = 255
+
+// tooLong says err is a path's being too long to open (p's, or one in
+// the folder p).
+func tooLong(p string, err error) bool {
+	return errors.Is(err, unix.ENAMETOOLONG) || len(p) >= unix.PathMax
+}
+
+// skipDir is what a WalkDir callback returns for an entry it records
+// as too long: a folder is not read (which would call it again, with the
+// error), and a file must not skip the rest of its folder.
+func skipDir(d fs.DirEntry, err error) error {
+	if err == nil && d != nil && d.IsDir() {
+		return fs.SkipDir
+	}
+	return nil
+}
+
+// unchecked records a folder not looked into, its path too long to open.
+func (c *Checker) unchecked(p string) {
+	if c.named[p] {
+		return // a git directory's walks both meet a deep module's
+	}
+	c.named[p] = true
+	c.out = append(c.out, Finding{Path: p, Unchecked: true,
+		Why: fmt.Sprintf("not checked: its path is %d bytes, more than the kernel opens by name (%d)", len(p), unix.PathMax-1)})
 }
 
 // gitDir checks a git directory: its configs and links, its hooks, and
@@ -180,6 +226,10 @@ func (c *Checker) gitDir(g string) {
 		return
 	}
 	c.visited[g] = true
+	if len(g)+len("/worktrees/")+2*maxName >= unix.PathMax {
+		c.unchecked(g)
+		return
+	}
 	for _, name := range []string{"config", "config.worktree"} {
 		p := filepath.Join(g, name)
 		if st, err := os.Lstat(p); err == nil && c.made(p) {
@@ -205,6 +255,10 @@ func (c *Checker) gitDir(g string) {
 	// may lead git out of the names the kernel kept (modules/NAME to a
 	// folder with hooks of the agent's).
 	filepath.WalkDir(g, func(p string, d fs.DirEntry, err error) error {
+		if tooLong(p, err) {
+			c.unchecked(p)
+			return skipDir(d, err)
+		}
 		if err == nil && d.Type()&fs.ModeSymlink != 0 && c.made(p) {
 			c.aside(p, "a symlink in a git directory, to "+quote(readlink(p)))
 		}
@@ -229,6 +283,10 @@ func (c *Checker) gitDir(g string) {
 	// slashes: every folder below modules with a HEAD is one.
 	mods := filepath.Join(g, "modules")
 	filepath.WalkDir(mods, func(p string, d fs.DirEntry, err error) error {
+		if tooLong(p, err) {
+			c.unchecked(p)
+			return skipDir(d, err)
+		}
 		if err != nil || !d.IsDir() || p == mods {
 			return nil
 		}

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/test/testenv"
 )
 
 // fixture is a project directory with repositories in it, some of whose
@@ -239,5 +243,45 @@ func TestReportOnlyAndNoGit(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.root, "r/.git/config")); err == nil {
 		t.Error("no git: a config is left where git reads it")
+	}
+}
+
+// TestTooLong: a repository whose path is too long to open by name, and a
+// submodule's git directory whose is, are named (Unchecked), not left out
+// as what the user cannot read is: git cannot work there, but would once
+// the tree is moved higher.
+func TestTooLong(t *testing.T) {
+	git := gitBin(t)
+	f := newFixture(t)
+	f.write("sup/.git/config", initConfig, true)
+	deep := testenv.Deep(t, filepath.Join(f.root, "sup"), unix.PathMax+100)
+	testenv.AtDeep(t, f.root, deep, func(fd int) {
+		unix.Mkdirat(fd, ".git", 0o755)
+	})
+	os.Mkdir(filepath.Join(f.root, "sup/.git/modules"), 0o755)
+	mods := testenv.Deep(t, filepath.Join(f.root, "sup/.git/modules"), unix.PathMax+100)
+
+	got := f.checker(git).Check([]string{f.root}, nil)
+	var long []string
+	for _, fd := range got {
+		if !fd.Unchecked || fd.Moved != "" || !strings.Contains(fd.Why, "not checked") {
+			t.Errorf("%.60s…: %+v, want it named as not checked", fd.Path, fd)
+			continue
+		}
+		long = append(long, fd.Path)
+	}
+	for _, want := range []string{deep, mods} {
+		n := 0
+		for _, p := range long {
+			if strings.HasPrefix(want, p) && len(p) >= unix.PathMax && len(filepath.Dir(p)) < unix.PathMax {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%.60s…: named %d times, want once, as its first folder past %d bytes", want[len(f.root):], n, unix.PathMax)
+		}
+	}
+	if len(long) != 2 {
+		t.Errorf("%d named, want the deep tree and the deep module", len(long))
 	}
 }

@@ -168,3 +168,106 @@ func TestGitInit(t *testing.T) {
 		}
 	}
 }
+
+// deepRepoScript makes a repository with core.fsmonitor set, and moves it
+// into a chain of folders whose path is past what the kernel opens by
+// name (git init cannot run there), where no walk by name finds it. The
+// chain is made by Python, which enters each folder by name and never asks
+// for the path it is in: a shell's cd asks getcwd, whose fallback past
+// PATH_MAX reads the folders above DIR (a real reach, refused).
+const deepRepoScript = `export GIT_CONFIG_NOSYSTEM=1
+git init -q r && git -C r config core.fsmonitor "touch $MARK" || exit 1
+python3 -c '
+import os
+top = os.environ["TOP"]
+for i in range(18):
+    os.mkdir("0" * 240)
+    os.chdir("0" * 240)
+os.rename(top + "/r", "r")
+print("moved-deep")
+'`
+
+// TestGitTooDeep: a repository the agent leaves past PATH_MAX cannot be
+// looked into by name, by agent-lock or by git; when the session ends
+// agent-lock names it (a plant record, "not checked", and a warning)
+// rather than leaving it out as it leaves out what the user may not read.
+// Unjailed, the same repository, once the user moves it higher, makes the
+// user's git status run its fsmonitor: the test is real. Both engines, in
+// the test VMs; the Landlock engine natively.
+func TestGitTooDeep(t *testing.T) {
+	testenv.NeedVM(t)
+	bin := testenv.AgentLockBin(t)
+	root, _ := testenv.ProjectDir(t, 4242)
+	marks := filepath.Join(root, "marks")
+	os.Mkdir(marks, 0o777)
+	os.Chmod(marks, 0o777)
+	asUser := func(dir, script string, env ...string) (string, error) {
+		cmd := exec.Command("/bin/bash", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append([]string{"HOME=/nonexistent", "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1"}, env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	fresh := func(name string) string {
+		dir := filepath.Join(root, name)
+		os.Mkdir(dir, 0o755)
+		os.Chown(dir, 4242, 4242)
+		return dir
+	}
+
+	dir := fresh("unjailed")
+	mark := filepath.Join(marks, "unjailed")
+	if out, err := asUser(dir, deepRepoScript, "MARK="+mark, "TOP="+dir); err != nil || !strings.Contains(out, "moved-deep") {
+		t.Fatalf("unjailed, the repository was not moved deep (%v), so the test would prove nothing:\n%s", err, out)
+	}
+	// The user moves it higher, from its folder, and runs git status.
+	up := `python3 -c '
+import os
+for i in range(18):
+    os.chdir("0" * 240)
+os.rename("r", os.environ["TOP"] + "/up")
+' && cd up && git status --short`
+	if out, err := asUser(dir, up, "TOP="+dir); err != nil {
+		t.Fatalf("unjailed, moving it higher: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatal("unjailed, the user's git status in the repository moved higher ran nothing: the test would prove nothing")
+	}
+
+	engines := []string{"bpf-lsm", "landlock"}
+	if err := exec.Command(bin, "doctor", "--engine", "bpf-lsm").Run(); err != nil {
+		engines = []string{"landlock"}
+	}
+	for _, engine := range engines {
+		dir := fresh(engine)
+		rep := testenv.ReportPath(t, 4242)
+		cmd := exec.Command(bin, "--engine", engine, "--headless", "--report", rep, dir, "--", "/bin/bash", "-c", deepRepoScript)
+		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin", "MARK="+filepath.Join(marks, engine), "TOP="+dir)
+		b, err := cmd.CombinedOutput()
+		out := string(b)
+		if err != nil || !strings.Contains(out, "moved-deep") {
+			t.Fatalf("%s: agent-lock: %v\n%s", engine, err, out)
+		}
+		var named []report.Event
+		f, _ := os.Open(rep)
+		report.Read(f, func(r report.Record) error {
+			if e := r.Event; e != nil {
+				if e.Op == "plant" && strings.Contains(e.Rule, "not checked") && len(e.Path) >= 4096 &&
+					strings.HasPrefix(e.Path, dir+"/") && len(filepath.Dir(e.Path)) < 4096 {
+					named = append(named, *e)
+				} else {
+					t.Errorf("%s: a report other than the deep tree's (a refusal of ordinary work): %+v", engine, e)
+				}
+			}
+			return nil
+		})
+		f.Close()
+		if len(named) != 1 {
+			t.Errorf("%s: the deep tree named %d times in the report, want once:\n%s", engine, len(named), out)
+		}
+		if !strings.Contains(out, "could not look for git files the agent may have made below "+dir+"/") {
+			t.Errorf("%s: agent-lock did not warn of the deep tree:\n%s", engine, out)
+		}
+	}
+}

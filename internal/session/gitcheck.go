@@ -43,6 +43,9 @@ func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w repo
 		e := report.Event{Time: time.Now(), Comm: "agent-lock", Op: OpPlant, Path: f.Path, Path2: f.Moved,
 			Verdict: report.Blocked, Rule: "git: " + f.Why}
 		switch {
+		case f.Unchecked:
+			e.Verdict = report.Allowed
+			warn("agent-lock could not look for git files the agent may have made below %s (%s; the report has it whole): git cannot work there either, but would once it is moved higher; remove it, or look before you move it", elide(f.Path), f.Why)
 		case audit:
 			e.Verdict = report.Allowed
 			warn("the agent made %s, which your git would run a command from: %s (audit: left as it is)", f.Path, f.Why)
@@ -55,4 +58,12 @@ func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w repo
 		w.Escape(e)
 	}
 	return len(found)
+}
+
+// elide shortens a path too long to read on a terminal: its start and end.
+func elide(p string) string {
+	if len(p) <= 160 {
+		return p
+	}
+	return p[:100] + "…" + p[len(p)-50:]
 }
