@@ -146,6 +146,10 @@ func walk(root string) []dirscan.Hit {
 // made says whether the jail made the entry at p (not following it).
 func (c *Checker) made(p string) bool {
 	f, err := os.OpenFile(p, os.O_RDONLY|pathFlags, 0)
+	if tooLong(p, err) {
+		c.unchecked(p)
+		return false
+	}
 	if err != nil {
 		return false
 	}
@@ -188,11 +192,6 @@ func (c *Checker) pointer(p, prefix string) {
 	}
 }
 
-// maxName is the longest name a file system takes: a git directory whose
-// path leaves less than a name's room below PATH_MAX has hooks and
-// configs no one can open by their paths.
-const maxName = 255
-
 // tooLong says err is a path's being too long to open (p's, or one in
 // the folder p).
 func tooLong(p string, err error) bool {
@@ -226,13 +225,18 @@ func (c *Checker) gitDir(g string) {
 		return
 	}
 	c.visited[g] = true
-	if len(g)+len("/worktrees/")+2*maxName >= unix.PathMax {
-		c.unchecked(g)
+	if len(g) >= unix.PathMax {
+		c.unchecked(g) // nothing in it opens by name
 		return
 	}
 	for _, name := range []string{"config", "config.worktree"} {
 		p := filepath.Join(g, name)
-		if st, err := os.Lstat(p); err == nil && c.made(p) {
+		st, err := os.Lstat(p)
+		if tooLong(p, err) {
+			c.unchecked(p)
+			continue
+		}
+		if err == nil && c.made(p) {
 			if !st.Mode().IsRegular() {
 				c.aside(p, "not a file")
 				continue
@@ -240,10 +244,10 @@ func (c *Checker) gitDir(g string) {
 			c.config(p, g)
 		}
 	}
-	if p := filepath.Join(g, "commondir"); exists(p) {
+	if p := filepath.Join(g, "commondir"); c.exists(p) {
 		c.pointer(p, "")
 	}
-	if p := filepath.Join(g, "gitdir"); exists(p) && c.made(p) {
+	if p := filepath.Join(g, "gitdir"); c.exists(p) && c.made(p) {
 		// A linked worktree's way back to its .git file, which git
 		// worktree repair rewrites: it must name one.
 		if b, err := readSmall(p); err != nil || !strings.HasSuffix(strings.TrimSpace(string(b)), "/.git") {
@@ -264,7 +268,9 @@ func (c *Checker) gitDir(g string) {
 		}
 		return nil
 	})
-	if ents, err := os.ReadDir(filepath.Join(g, "hooks")); err == nil {
+	if ents, err := os.ReadDir(filepath.Join(g, "hooks")); tooLong(filepath.Join(g, "hooks"), err) {
+		c.unchecked(filepath.Join(g, "hooks"))
+	} else if err == nil {
 		for _, e := range ents {
 			p := filepath.Join(g, "hooks", e.Name())
 			if !strings.HasSuffix(e.Name(), ".sample") && !strings.HasSuffix(e.Name(), Suffix) && c.made(p) {
@@ -272,7 +278,9 @@ func (c *Checker) gitDir(g string) {
 			}
 		}
 	}
-	if ents, err := os.ReadDir(filepath.Join(g, "worktrees")); err == nil {
+	if ents, err := os.ReadDir(filepath.Join(g, "worktrees")); tooLong(filepath.Join(g, "worktrees"), err) {
+		c.unchecked(filepath.Join(g, "worktrees"))
+	} else if err == nil {
 		for _, e := range ents {
 			if e.IsDir() {
 				c.gitDir(filepath.Join(g, "worktrees", e.Name()))
@@ -290,7 +298,7 @@ func (c *Checker) gitDir(g string) {
 		if err != nil || !d.IsDir() || p == mods {
 			return nil
 		}
-		if exists(filepath.Join(p, "HEAD")) {
+		if c.exists(filepath.Join(p, "HEAD")) {
 			c.gitDir(p)
 			return fs.SkipDir
 		}
@@ -439,6 +447,15 @@ func readlink(p string) string {
 
 func exists(p string) bool {
 	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// exists is exists, naming p when its path is too long to tell.
+func (c *Checker) exists(p string) bool {
+	_, err := os.Lstat(p)
+	if tooLong(p, err) {
+		c.unchecked(p)
+	}
 	return err == nil
 }
 

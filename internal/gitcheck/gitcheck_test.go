@@ -259,11 +259,23 @@ func TestTooLong(t *testing.T) {
 		unix.Mkdirat(fd, ".git", 0o755)
 	})
 	os.Mkdir(filepath.Join(f.root, "sup/.git/modules"), 0o755)
+	os.Mkdir(filepath.Join(f.root, "near"), 0o755)
 	mods := testenv.Deep(t, filepath.Join(f.root, "sup/.git/modules"), unix.PathMax+100)
+
+	// A repository near the limit, whose files open: checked as any.
+	near, _ := filepath.Rel(f.root, testenv.Deep(t, filepath.Join(f.root, "near"), unix.PathMax-400))
+	f.write(near+"/.git/config", initConfig+"[core]\n\tfsmonitor = touch /tmp/x\n", true)
+	f.write(near+"/.git/hooks/pre-commit", "#!/bin/sh\n", true)
 
 	got := f.checker(git).Check([]string{f.root}, nil)
 	var long []string
 	for _, fd := range got {
+		if strings.HasPrefix(fd.Path, filepath.Join(f.root, near)+"/") {
+			if fd.Unchecked || fd.Moved != fd.Path+Suffix {
+				t.Errorf("%s: %+v, want it moved aside (its path opens)", fd.Path[len(f.root)+len(near)+1:], fd)
+			}
+			continue
+		}
 		if !fd.Unchecked || fd.Moved != "" || !strings.Contains(fd.Why, "not checked") {
 			t.Errorf("%.60s…: %+v, want it named as not checked", fd.Path, fd)
 			continue
@@ -281,7 +293,7 @@ func TestTooLong(t *testing.T) {
 			t.Errorf("%.60s…: named %d times, want once, as its first folder past %d bytes", want[len(f.root):], n, unix.PathMax)
 		}
 	}
-	if len(long) != 2 {
-		t.Errorf("%d named, want the deep tree and the deep module", len(long))
+	if len(long) != 2 || len(got) != 4 {
+		t.Errorf("%d named, %d found, want the deep tree and the deep module named, the near repository's config and hook moved", len(long), len(got))
 	}
 }
