@@ -135,7 +135,7 @@ func run() int {
 		// The BPF-LSM reference modes need that engine; beside-session
 		// is the unjailed workload while a session runs.
 		b.r.Engine = *engine
-		modes = []string{"unjailed", "agent-lock", "landlock", "beside-session"}
+		modes = []string{"unjailed", "agent-lock", "landlock", "beside-session", "beside-trace"}
 		hookModes = []string{"agent-lock", "beside-session"}
 	default:
 		fmt.Fprintf(os.Stderr, "bench: -engine %q: empty or landlock\n", *engine)
@@ -216,6 +216,8 @@ func run() int {
 				verdict = target(ratio, times[w]["landlock"], median(ts))
 			case mode == "beside-session":
 				verdict = "what a session costs a process outside its cell"
+			case mode == "beside-trace":
+				verdict = "any syscall tracepoint's cost to every process: beside-session's floor"
 			}
 			lo, hi := roundRatios(ts, times[w]["unjailed"])
 			fmt.Printf("%-12s %-10s %10s %10s %10s %7.2fx %11s  %s\n", w, mode, round(slices.Min(ts)), round(median(ts)), round(slices.Max(ts)), ratio,
@@ -284,6 +286,10 @@ var (
 	// agent-lock session runs: its observers are tracepoints on the open
 	// and exec family, which run for every process of the machine and
 	// return at once for those outside the cell.
+	//
+	// beside-trace (-engine landlock): unjailed, with an empty program on
+	// a syscall tracepoint nothing calls (syscallTrace): what the kernel
+	// makes every process pay for any syscall tracepoint.
 	modes          = []string{"unjailed", "agent-lock", "file_open", "empty-hook", "landlock"}
 	emptyWorkloads = []string{"open-read"}
 	// hookModes run again with the kernel's BPF statistics on.
@@ -375,6 +381,13 @@ type hookRun struct {
 // every process of the machine (and return at once for those outside its
 // cell), so a session left open would slow the others' runs.
 func (b *bench) round(ctx context.Context, mode string, sel []string, got func(w string, d time.Duration)) error {
+	if mode == "beside-trace" {
+		detach, err := syscallTrace()
+		if err != nil {
+			return err
+		}
+		defer detach()
+	}
 	if mode == "empty-hook" {
 		sel = slices.DeleteFunc(slices.Clone(sel), func(w string) bool { return !slices.Contains(emptyWorkloads, w) })
 		if len(sel) == 0 {
