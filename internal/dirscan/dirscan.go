@@ -9,6 +9,8 @@
 package dirscan
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,19 +31,28 @@ type Hit struct {
 	Dir bool
 	// Regular says it is a regular file.
 	Regular bool
-	// TooLong says Path is too long for the kernel to take by name
-	// (PATH_MAX): a folder the walk could not look into, or an entry of
-	// the name no one can open by its path. Git cannot work there (it
-	// resolves its work tree and git directory to whole paths, and
-	// refuses one it cannot), but would once the tree is moved higher:
-	// callers name it, never leave it out as they leave out what the
-	// user may not read.
-	TooLong bool
+	// Unread, when set, says Path could not be looked into, and why: a
+	// folder whose path is too long for the kernel to take by name
+	// (unix.ENAMETOOLONG; so is an entry of the name whose own path is),
+	// or one that failed to open or to list for a reason other than that
+	// the user may not read it or that it is gone (a dead network mount:
+	// EIO, ENOTCONN). Callers name it, never leave it out as they leave
+	// out what the user may not read: git cannot work past PATH_MAX, but
+	// would once the tree is moved higher, and a mount may come back.
+	Unread error
 }
+
+// ErrThreads is Named's error when it cannot have threads of its own act
+// as the user; nothing was read.
+var ErrThreads = errors.New("no thread of its own could act as the user")
 
 // hit is the entry of the name at p.
 func hit(p string, dir, regular bool) Hit {
-	return Hit{Path: p, Dir: dir, Regular: regular, TooLong: len(p) >= unix.PathMax}
+	h := Hit{Path: p, Dir: dir, Regular: regular}
+	if len(p) >= unix.PathMax {
+		h.Unread = unix.ENAMETOOLONG
+	}
+	return h
 }
 
 // maxThreads bounds the threads of one scan: past a few, the folders'
@@ -53,10 +64,9 @@ const maxThreads = 8
 // found, nor into the folders skip names (by path), nor through symlinks.
 // It reads as id (asuser): what the user cannot read is left out, as the
 // user's own git would find it, and so is what is gone or replaced as it
-// is read. A folder whose path is too long to open is a Hit (TooLong);
-// any other failure to open one fails the scan: it can only be this
-// process's (out of descriptors or memory), and a folder left out for it
-// could hide a repository.
+// is read. A folder that cannot be looked into otherwise is a Hit
+// (Unread), but one that fails for want of descriptors or memory, this
+// process's own lack, fails the scan.
 func Named(id asuser.ID, root, name string, skip []string) ([]Hit, error) {
 	return named(id, root, name, skip, nil)
 }
@@ -72,7 +82,7 @@ func named(id asuser.ID, root, name string, skip []string, mem *Memory) ([]Hit, 
 			t, err := asuser.NewThread(id)
 			if err != nil {
 				s.abort()
-				errs <- err
+				errs <- fmt.Errorf("%w: %w", ErrThreads, err)
 				return
 			}
 			defer t.Close()
@@ -204,6 +214,38 @@ func (s *scan) work() {
 	}
 }
 
+// Skipped says err is a folder's not being the user's to read, or its
+// being gone or replaced by a file or a symlink since its folder was read:
+// the user's git leaves it out too.
+func Skipped(err error) bool {
+	for _, e := range []unix.Errno{unix.EACCES, unix.EPERM, unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.ESTALE} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// openDir opens a folder to list, again when a signal interrupted it
+// (FUSE and CIFS mounts return EINTR; os.Open retries it too).
+func openDir(dir string) (int, error) {
+	for {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// errnoOf is the system's error inside err, or err.
+func errnoOf(err error) error {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return err
+}
+
 // maxBatch bounds the folders one thread takes at once.
 const maxBatch = 32
 
@@ -222,18 +264,16 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 			return subdirs, hits, f
 		}
 	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	switch err {
-	case nil:
-	case unix.EACCES, unix.EPERM, unix.ENOENT, unix.ENOTDIR, unix.ELOOP:
-		// Not the user's to read, or gone or replaced by a file or a
-		// symlink since its folder was read.
+	fd, err := openDir(dir)
+	switch {
+	case err == nil:
+	case Skipped(err):
 		return nil, nil, nil
-	case unix.ENAMETOOLONG:
-		return nil, []Hit{{Path: dir, TooLong: true}}, nil
-	default:
+	case err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOMEM:
 		s.fail(&os.PathError{Op: "open", Path: dir, Err: err})
 		return nil, nil, nil
+	default:
+		return nil, []Hit{{Path: dir, Unread: err}}, nil
 	}
 	// The folder's ctime before its entries are read: any change after
 	// it moves it (memory.go).
@@ -246,7 +286,10 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 	defer d.Close()
 	ents, err := d.ReadDir(-1)
 	if err != nil {
-		f = nil // read in part: not remembered
+		// Listed in part: what was read is used, the folder is named,
+		// and not remembered.
+		f = nil
+		hits = append(hits, Hit{Path: dir, Unread: errnoOf(err)})
 	}
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())

@@ -104,21 +104,24 @@ func TestNamedReadsAsTheUser(t *testing.T) {
 }
 
 // TestNamedNamesWhatIsTooLong: a folder whose path is too long to open by
-// name is a hit (TooLong), not left out as an unreadable one is; so is an
+// name is a hit (Unread), not left out as an unreadable one is; so is an
 // entry of the name whose own path is, in a folder that opens.
 func TestNamedNamesWhatIsTooLong(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "a/.git"), 0o755)
 	deep := testenv.Deep(t, mkdir(t, root, "deep"), unix.PathMax+300)
-	testenv.AtDeep(t, root, deep, func(fd int) { unix.Mkdirat(fd, ".git", 0o755) })
-	// A folder of 4,092 bytes, which opens, holding a .git of 4,097.
-	edge := testenv.Deep(t, mkdir(t, root, "edge"), unix.PathMax-300)
-	testenv.AtDeep(t, root, edge, func(fd int) {
-		last := strings.Repeat("e", unix.PathMax-4-len(edge)-1)
-		unix.Mkdirat(fd, last, 0o755)
-		edge += "/" + last
+	testenv.AtDeep(t, root, deep, func(fd int) {
+		if err := unix.Mkdirat(fd, ".git", 0o755); err != nil {
+			t.Fatal(err)
+		}
 	})
-	testenv.AtDeep(t, root, edge, func(fd int) { unix.Mkdirat(fd, ".git", 0o755) })
+	// A folder of 4,092 bytes, which opens, holding a .git of 4,097.
+	edge := testenv.Deep(t, mkdir(t, root, "edge"), unix.PathMax-4)
+	testenv.AtDeep(t, root, edge, func(fd int) {
+		if err := unix.Mkdirat(fd, ".git", 0o755); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	got, err := Named(asuser.ID{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}, root, ".git", nil)
 	if err != nil {
@@ -126,8 +129,10 @@ func TestNamedNamesWhatIsTooLong(t *testing.T) {
 	}
 	var long []string
 	for _, h := range got {
-		if h.TooLong {
+		if h.Unread == unix.ENAMETOOLONG {
 			long = append(long, h.Path)
+		} else if h.Unread != nil {
+			t.Errorf("%.60s…: %v", h.Path, h.Unread)
 		}
 	}
 	if len(got) != 3 || len(long) != 2 {
@@ -160,6 +165,7 @@ func TestNamedFailsWhenItCannotOpen(t *testing.T) {
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &old) })
 	// Every descriptor below the limit taken: none for a folder.
 	var fill []int
 	for {

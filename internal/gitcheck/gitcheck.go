@@ -59,9 +59,9 @@ type Finding struct {
 	Moved string
 	Err   error
 	// Unchecked says Path was not looked into: its path is too long for
-	// the kernel to open by name (dirscan.Hit.TooLong). Git cannot work
-	// there either, but would once the tree is moved higher, so the user
-	// is told where.
+	// the kernel to open by name, or it could not be read (dirscan.Hit's
+	// Unread). The user is told where; it is not one of the agent's
+	// escapes.
 	Unchecked bool
 }
 
@@ -84,6 +84,7 @@ type Checker struct {
 	roots   []string
 	visited map[string]bool
 	named   map[string]bool // unchecked's
+	more    int             // unchecked's past maxNamed
 	out     []Finding
 }
 
@@ -95,29 +96,37 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 	c.roots = roots
 	c.visited = map[string]bool{}
 	c.named = map[string]bool{}
+	c.more = 0
 	c.out = nil
 	for _, d := range dirs {
 		c.gitDir(d)
 	}
 	for _, root := range roots {
-		// Unreadable folders are left out: the user's git cannot read
-		// them either.
+		// Folders the user may not read are left out: the user's git
+		// cannot read them either.
 		hits, err := dirscan.Named(asuser.ID{UID: c.UID, GID: c.GID, Groups: c.Groups}, root, ".git", nil)
-		if err != nil {
-			// No threads of the user's: one walk on this one, which
-			// acts as the user already.
+		switch {
+		case errors.Is(err, dirscan.ErrThreads):
+			// One walk on this thread, which acts as the user already.
 			hits = walk(root)
+		case err != nil:
+			c.unchecked(root, err)
+			continue
 		}
 		for _, h := range hits {
 			switch {
-			case h.TooLong:
-				c.unchecked(h.Path)
+			case h.Unread != nil:
+				c.unchecked(h.Path, h.Unread)
 			case h.Dir:
 				c.gitDir(h.Path)
 			case h.Regular:
 				c.pointer(h.Path, "gitdir: ")
 			}
 		}
+	}
+	if c.more > 0 {
+		c.out = append(c.out, Finding{Path: roots[0], Unchecked: true,
+			Why: fmt.Sprintf("not checked: %d more paths, below the roots, like those named before", c.more)})
 	}
 	return c.out
 }
@@ -127,8 +136,8 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 func walk(root string) []dirscan.Hit {
 	var hits []dirscan.Hit
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if tooLong(p, err) {
-			hits = append(hits, dirscan.Hit{Path: p, TooLong: true})
+		if unread(p, d, err) != nil {
+			hits = append(hits, dirscan.Hit{Path: p, Unread: unread(p, d, err)})
 			return skipDir(d, err)
 		}
 		if err != nil || d.Name() != ".git" || p == root {
@@ -147,7 +156,7 @@ func walk(root string) []dirscan.Hit {
 func (c *Checker) made(p string) bool {
 	f, err := os.OpenFile(p, os.O_RDONLY|pathFlags, 0)
 	if tooLong(p, err) {
-		c.unchecked(p)
+		c.unchecked(p, unix.ENAMETOOLONG)
 		return false
 	}
 	if err != nil {
@@ -187,7 +196,7 @@ func (c *Checker) pointer(p, prefix string) {
 		c.aside(p, "leads out of git directories, to "+target)
 		return
 	}
-	if st, err := os.Lstat(target); (err == nil && st.IsDir()) || tooLong(target, err) {
+	if st, err := os.Lstat(target); (err == nil && st.IsDir()) || (tooLong(target, err) && there(target)) {
 		c.gitDir(target)
 	}
 }
@@ -198,8 +207,40 @@ func tooLong(p string, err error) bool {
 	return errors.Is(err, unix.ENAMETOOLONG) || len(p) >= unix.PathMax
 }
 
+// there says whether the entry at p, whose path is too long to look at,
+// is there, by its name in its folder when that folder's opens; true when
+// it cannot tell.
+func there(p string) bool {
+	fd, err := unix.Open(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	return unix.Fstatat(fd, filepath.Base(p), &st, unix.AT_SYMLINK_NOFOLLOW) != unix.ENOENT
+}
+
+// unread is why a WalkDir callback's folder p could not be looked into,
+// nil when it was, or when it is the user's git's to skip too
+// (dirscan.Skipped): a folder whose path is too long (met, or failing to
+// list), or one that failed to list otherwise.
+func unread(p string, d fs.DirEntry, err error) error {
+	switch {
+	case err == nil:
+		if d != nil && d.IsDir() && len(p) >= unix.PathMax {
+			return unix.ENAMETOOLONG
+		}
+		return nil
+	case tooLong(p, err):
+		return unix.ENAMETOOLONG
+	case dirscan.Skipped(err):
+		return nil
+	}
+	return err
+}
+
 // skipDir is what a WalkDir callback returns for an entry it records
-// as too long: a folder is not read (which would call it again, with the
+// as not read: a folder is not read (which would call it again, with the
 // error), and a file must not skip the rest of its folder.
 func skipDir(d fs.DirEntry, err error) error {
 	if err == nil && d != nil && d.IsDir() {
@@ -208,14 +249,29 @@ func skipDir(d fs.DirEntry, err error) error {
 	return nil
 }
 
-// unchecked records a folder not looked into, its path too long to open.
-func (c *Checker) unchecked(p string) {
+// maxNamed bounds the paths Check names as not checked: an agent could
+// make thousands; past it they are counted.
+const maxNamed = 16
+
+// unchecked records p as not looked into, for err (unix.ENAMETOOLONG: its
+// path is too long to open by name).
+func (c *Checker) unchecked(p string, err error) {
 	if c.named[p] {
 		return // a git directory's walks both meet a deep module's
 	}
 	c.named[p] = true
-	c.out = append(c.out, Finding{Path: p, Unchecked: true,
-		Why: fmt.Sprintf("not checked: its path is %d bytes, more than the kernel opens by name (%d)", len(p), unix.PathMax-1)})
+	if len(c.named) > maxNamed {
+		c.more++
+		return
+	}
+	why := "not checked: it could not be read (" + err.Error() + ")"
+	switch {
+	case errors.Is(err, unix.ENAMETOOLONG) && len(p) >= unix.PathMax:
+		why = fmt.Sprintf("not checked: its path is %d bytes, more than the kernel opens by name (%d)", len(p), unix.PathMax-1)
+	case errors.Is(err, unix.ENAMETOOLONG):
+		why = "not checked: a name in its path is longer than the file system takes"
+	}
+	c.out = append(c.out, Finding{Path: p, Unchecked: true, Why: why})
 }
 
 // gitDir checks a git directory: its configs and links, its hooks, and
@@ -226,14 +282,22 @@ func (c *Checker) gitDir(g string) {
 	}
 	c.visited[g] = true
 	if len(g) >= unix.PathMax {
-		c.unchecked(g) // nothing in it opens by name
+		c.unchecked(g, unix.ENAMETOOLONG) // nothing in it opens by name
 		return
 	}
+	named := len(c.named)
+	defer func() {
+		if len(c.named) > named {
+			c.asideWhole(g)
+		}
+	}()
 	for _, name := range []string{"config", "config.worktree"} {
 		p := filepath.Join(g, name)
 		st, err := os.Lstat(p)
 		if tooLong(p, err) {
-			c.unchecked(p)
+			if there(p) {
+				c.unchecked(p, unix.ENAMETOOLONG)
+			}
 			continue
 		}
 		if err == nil && c.made(p) {
@@ -259,8 +323,8 @@ func (c *Checker) gitDir(g string) {
 	// may lead git out of the names the kernel kept (modules/NAME to a
 	// folder with hooks of the agent's).
 	filepath.WalkDir(g, func(p string, d fs.DirEntry, err error) error {
-		if tooLong(p, err) {
-			c.unchecked(p)
+		if why := unread(p, d, err); why != nil {
+			c.unchecked(p, why)
 			return skipDir(d, err)
 		}
 		if err == nil && d.Type()&fs.ModeSymlink != 0 && c.made(p) {
@@ -269,7 +333,7 @@ func (c *Checker) gitDir(g string) {
 		return nil
 	})
 	if ents, err := os.ReadDir(filepath.Join(g, "hooks")); tooLong(filepath.Join(g, "hooks"), err) {
-		c.unchecked(filepath.Join(g, "hooks"))
+		c.unchecked(filepath.Join(g, "hooks"), unix.ENAMETOOLONG)
 	} else if err == nil {
 		for _, e := range ents {
 			p := filepath.Join(g, "hooks", e.Name())
@@ -279,7 +343,7 @@ func (c *Checker) gitDir(g string) {
 		}
 	}
 	if ents, err := os.ReadDir(filepath.Join(g, "worktrees")); tooLong(filepath.Join(g, "worktrees"), err) {
-		c.unchecked(filepath.Join(g, "worktrees"))
+		c.unchecked(filepath.Join(g, "worktrees"), unix.ENAMETOOLONG)
 	} else if err == nil {
 		for _, e := range ents {
 			if e.IsDir() {
@@ -291,8 +355,8 @@ func (c *Checker) gitDir(g string) {
 	// slashes: every folder below modules with a HEAD is one.
 	mods := filepath.Join(g, "modules")
 	filepath.WalkDir(mods, func(p string, d fs.DirEntry, err error) error {
-		if tooLong(p, err) {
-			c.unchecked(p)
+		if why := unread(p, d, err); why != nil {
+			c.unchecked(p, why)
 			return skipDir(d, err)
 		}
 		if err != nil || !d.IsDir() || p == mods {
@@ -349,6 +413,49 @@ func (c *Checker) aside(p, why string) bool {
 	}
 	c.out = append(c.out, f)
 	return f.Moved != ""
+}
+
+// asideWhole moves aside a git directory the jail made that holds what
+// could not be checked (unchecked, since gitDir began): git works in a
+// repository whose work tree's path is up to about 4,080 bytes, and opens
+// its files by relative paths past PATH_MAX, where agent-lock cannot
+// (a config.worktree, a hook). The whole directory goes, by its name in
+// its folder (its own path with the suffix may be too long), and the
+// findings below it give way to this one.
+func (c *Checker) asideWhole(g string) {
+	if !c.made(g) {
+		return
+	}
+	n := 0
+	c.out = slices.DeleteFunc(c.out, func(f Finding) bool {
+		below := f.Unchecked && strings.HasPrefix(f.Path, g+"/")
+		if below {
+			n++
+		}
+		return below
+	})
+	f := Finding{Path: g, Why: fmt.Sprintf("a git directory the agent made, holding what agent-lock could not check by its path (%d named)", n)}
+	if !c.ReportOnly {
+		f.Moved = g + Suffix
+		if err := renameIn(g, filepath.Base(g)+Suffix); err != nil {
+			f.Moved, f.Err = "", err
+		}
+	}
+	c.out = append(c.out, f)
+}
+
+// renameIn renames p to name in the same folder, by the folder's
+// descriptor.
+func renameIn(p, name string) error {
+	fd, err := unix.Open(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Renameat2(fd, filepath.Base(p), fd, name, unix.RENAME_NOREPLACE); err != nil {
+		return &os.LinkError{Op: "rename", Old: p, New: filepath.Join(filepath.Dir(p), name), Err: err}
+	}
+	return nil
 }
 
 // entry is one key of a config, as git lists it.
@@ -445,16 +552,12 @@ func readlink(p string) string {
 	return t
 }
 
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
-}
-
-// exists is exists, naming p when its path is too long to tell.
+// exists is exists, naming p when it is there but its path is too long
+// to open.
 func (c *Checker) exists(p string) bool {
 	_, err := os.Lstat(p)
-	if tooLong(p, err) {
-		c.unchecked(p)
+	if tooLong(p, err) && there(p) {
+		c.unchecked(p, unix.ENAMETOOLONG)
 	}
 	return err == nil
 }

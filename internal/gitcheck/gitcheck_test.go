@@ -297,3 +297,95 @@ func TestTooLong(t *testing.T) {
 		t.Errorf("%d named, %d found, want the deep tree and the deep module named, the near repository's config and hook moved", len(long), len(got))
 	}
 }
+
+// TestTooLongInAUsableRepository: git works in a repository whose work
+// tree's path is up to about 4,080 bytes, opening its files by relative
+// paths past PATH_MAX, where agent-lock cannot check them. A git
+// directory the jail made that holds such a file (a config.worktree
+// setting core.fsmonitor, a hook) is moved aside whole; the user's holding
+// one the jail made is named, and left.
+func TestTooLongInAUsableRepository(t *testing.T) {
+	git := gitBin(t)
+	f := newFixture(t)
+	os.Mkdir(filepath.Join(f.root, "agents"), 0o755)
+	os.Mkdir(filepath.Join(f.root, "users"), 0o755)
+	mk := func(work string, gitMade bool) {
+		testenv.AtDeep(t, f.root, work, func(fd int) {
+			if err := unix.Mkdirat(fd, ".git", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW)
+			f.made[st.Ino] = gitMade
+			g, err := unix.Openat(fd, ".git", unix.O_PATH|unix.O_DIRECTORY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(g)
+			w, err := unix.Openat(g, "config.worktree", unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.Write(w, []byte("[core]\n\tfsmonitor = touch /tmp/x\n"))
+			unix.Fstat(w, &st)
+			unix.Close(w)
+			f.made[st.Ino] = true
+		})
+	}
+	agents := testenv.Deep(t, filepath.Join(f.root, "agents"), unix.PathMax-16)
+	users := testenv.Deep(t, filepath.Join(f.root, "users"), unix.PathMax-16)
+	mk(agents, true)
+	mk(users, false)
+	// The agent's, with a hook past the limit and nothing else: moved
+	// aside whole. The user's, with nothing past it (no config.worktree,
+	// though its path would be): nothing said.
+	os.Mkdir(filepath.Join(f.root, "hook"), 0o755)
+	os.Mkdir(filepath.Join(f.root, "plain"), 0o755)
+	hook := testenv.Deep(t, filepath.Join(f.root, "hook"), unix.PathMax-16)
+	plain := testenv.Deep(t, filepath.Join(f.root, "plain"), unix.PathMax-16)
+	testenv.AtDeep(t, f.root, hook, func(fd int) {
+		unix.Mkdirat(fd, ".git", 0o755)
+		var st unix.Stat_t
+		unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW)
+		f.made[st.Ino] = true
+		unix.Mkdirat(fd, ".git/hooks", 0o755)
+		h, err := unix.Openat(fd, ".git/hooks/pre-commit", unix.O_CREAT|unix.O_WRONLY, 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Fstat(h, &st)
+		unix.Close(h)
+		f.made[st.Ino] = true
+	})
+	testenv.AtDeep(t, f.root, plain, func(fd int) { unix.Mkdirat(fd, ".git", 0o755) })
+
+	got := f.checker(git).Check([]string{f.root}, nil)
+	if len(got) != 3 {
+		t.Fatalf("%d findings, want 3: %+v", len(got), got)
+	}
+	for _, fd := range got {
+		switch {
+		case strings.HasPrefix(fd.Path, hook):
+			if fd.Path != hook+"/.git" || fd.Moved != fd.Path+Suffix {
+				t.Errorf("the agent's with a hook: %.60s…: %+v, want its .git moved aside whole", fd.Path[len(f.root):], fd)
+			}
+		case strings.HasPrefix(fd.Path, plain):
+			t.Errorf("the user's with nothing past the limit: %.60s…: %+v", fd.Path[len(f.root):], fd)
+		case strings.HasPrefix(fd.Path, agents):
+			if fd.Path != agents+"/.git" || fd.Moved != fd.Path+Suffix || fd.Unchecked || fd.Err != nil {
+				t.Errorf("the agent's: %.60s…: %+v, want its .git moved aside whole", fd.Path[len(f.root):], fd)
+			}
+		case strings.HasPrefix(fd.Path, users):
+			if fd.Path != users+"/.git/config.worktree" || !fd.Unchecked || fd.Moved != "" {
+				t.Errorf("the user's: %.60s…: %+v, want its config.worktree named, left", fd.Path[len(f.root):], fd)
+			}
+		}
+	}
+	testenv.AtDeep(t, f.root, agents, func(fd int) {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) != unix.ENOENT ||
+			unix.Fstatat(fd, ".git"+Suffix, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			t.Error("the agent's .git is not where it was moved")
+		}
+	})
+}

@@ -184,16 +184,43 @@ for i in range(18):
     os.mkdir("0" * 240)
     os.chdir("0" * 240)
 os.rename(top + "/r", "r")
-print("moved-deep")
+print("moved")
 '`
 
-// TestGitTooDeep: a repository the agent leaves past PATH_MAX cannot be
-// looked into by name, by agent-lock or by git; when the session ends
-// agent-lock names it (a plant record, "not checked", and a warning)
+// edgeChain enters (or makes, with MAKE set) the folders whose path is
+// 4,078 bytes, from TOP: a repository r there has a work tree of 4,080
+// bytes, where git works, and a .git/config.worktree of 4,101, which git
+// opens by a relative path and agent-lock cannot by its own.
+const edgeChain = `
+import os, subprocess
+n = len(os.environ["TOP"])
+while n < 4078:
+    k = 200 if 4078 - n - 1 > 255 else 4078 - n - 1
+    if os.environ.get("MAKE"):
+        os.mkdir("0" * k)
+    os.chdir("0" * k)
+    n += k + 1
+`
+
+// edgeRepoScript makes a repository whose config.worktree sets
+// core.fsmonitor and moves it to the edge (edgeChain).
+const edgeRepoScript = `export GIT_CONFIG_NOSYSTEM=1
+git init -q r && git -C r config extensions.worktreeConfig true && git -C r config --worktree core.fsmonitor "touch $MARK" || exit 1
+MAKE=1 python3 -c '` + edgeChain + `
+os.rename(os.environ["TOP"] + "/r", "r")
+print("moved")
+'`
+
+// TestGitTooDeep: agent-lock checks git's files by their paths, which the
+// kernel opens up to 4,095 bytes. A repository the agent leaves past that
+// (deep) cannot be looked into by agent-lock or by git: when the session
+// ends agent-lock names it (a plant record, "not checked", a warning)
 // rather than leaving it out as it leaves out what the user may not read.
-// Unjailed, the same repository, once the user moves it higher, makes the
-// user's git status run its fsmonitor: the test is real. Both engines, in
-// the test VMs; the Landlock engine natively.
+// One whose work tree is at 4,080 bytes (edge) git works in, reading a
+// config.worktree past the limit: the session moves its .git aside whole.
+// Unjailed, the deep repository moved higher, and the edge one where it
+// is, make the user's git status run their fsmonitor: the test is real.
+// Both engines, in the test VMs; the Landlock engine natively.
 func TestGitTooDeep(t *testing.T) {
 	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
@@ -204,7 +231,7 @@ func TestGitTooDeep(t *testing.T) {
 	asUser := func(dir, script string, env ...string) (string, error) {
 		cmd := exec.Command("/bin/bash", "-c", script)
 		cmd.Dir = dir
-		cmd.Env = append([]string{"HOME=/nonexistent", "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1"}, env...)
+		cmd.Env = append([]string{"HOME=/nonexistent", "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "TOP=" + dir}, env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
 		b, err := cmd.CombinedOutput()
 		return string(b), err
@@ -215,59 +242,80 @@ func TestGitTooDeep(t *testing.T) {
 		os.Chown(dir, 4242, 4242)
 		return dir
 	}
-
-	dir := fresh("unjailed")
-	mark := filepath.Join(marks, "unjailed")
-	if out, err := asUser(dir, deepRepoScript, "MARK="+mark, "TOP="+dir); err != nil || !strings.Contains(out, "moved-deep") {
-		t.Fatalf("unjailed, the repository was not moved deep (%v), so the test would prove nothing:\n%s", err, out)
-	}
-	// The user moves it higher, from its folder, and runs git status.
-	up := `python3 -c '
+	ran := func(mark string) bool { _, err := os.Stat(mark); return err == nil }
+	// The user's git status: in the edge repository where it is; the deep
+	// one the user moves higher first.
+	status := map[string]string{
+		"deep": `python3 -c '
 import os
 for i in range(18):
     os.chdir("0" * 240)
 os.rename("r", os.environ["TOP"] + "/up")
-' && cd up && git status --short`
-	if out, err := asUser(dir, up, "TOP="+dir); err != nil {
-		t.Fatalf("unjailed, moving it higher: %v\n%s", err, out)
+' && cd up && git status --short`,
+		"edge": `python3 -c '` + edgeChain + `
+os.chdir("r")
+subprocess.run(["git", "status", "--short"])
+'`,
 	}
-	if _, err := os.Stat(mark); err != nil {
-		t.Fatal("unjailed, the user's git status in the repository moved higher ran nothing: the test would prove nothing")
-	}
-
+	scripts := map[string]string{"deep": deepRepoScript, "edge": edgeRepoScript}
 	engines := []string{"bpf-lsm", "landlock"}
 	if err := exec.Command(bin, "doctor", "--engine", "bpf-lsm").Run(); err != nil {
 		engines = []string{"landlock"}
 	}
-	for _, engine := range engines {
-		dir := fresh(engine)
-		rep := testenv.ReportPath(t, 4242)
-		cmd := exec.Command(bin, "--engine", engine, "--headless", "--report", rep, dir, "--", "/bin/bash", "-c", deepRepoScript)
-		cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin", "MARK="+filepath.Join(marks, engine), "TOP="+dir)
-		b, err := cmd.CombinedOutput()
-		out := string(b)
-		if err != nil || !strings.Contains(out, "moved-deep") {
-			t.Fatalf("%s: agent-lock: %v\n%s", engine, err, out)
+	for _, c := range []string{"deep", "edge"} {
+		dir := fresh(c + "-unjailed")
+		mark := filepath.Join(marks, c+"-unjailed")
+		if out, err := asUser(dir, scripts[c], "MARK="+mark); err != nil || !strings.Contains(out, "moved") {
+			t.Fatalf("%s, unjailed: the repository was not made (%v), so the test would prove nothing:\n%s", c, err, out)
 		}
-		var named []report.Event
-		f, _ := os.Open(rep)
-		report.Read(f, func(r report.Record) error {
-			if e := r.Event; e != nil {
-				if e.Op == "plant" && strings.Contains(e.Rule, "not checked") && len(e.Path) >= 4096 &&
-					strings.HasPrefix(e.Path, dir+"/") && len(filepath.Dir(e.Path)) < 4096 {
-					named = append(named, *e)
-				} else {
-					t.Errorf("%s: a report other than the deep tree's (a refusal of ordinary work): %+v", engine, e)
+		if out, err := asUser(dir, status[c]); err != nil || !ran(mark) {
+			t.Fatalf("%s, unjailed: the user's git status ran nothing (%v), so the test would prove nothing:\n%s", c, err, out)
+		}
+
+		for _, engine := range engines {
+			dir := fresh(c + "-" + engine)
+			mark := filepath.Join(marks, c+"-"+engine)
+			rep := testenv.ReportPath(t, 4242)
+			cmd := exec.Command(bin, "--engine", engine, "--headless", "--report", rep, dir, "--", "/bin/bash", "-c", scripts[c])
+			cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin", "MARK="+mark, "TOP="+dir)
+			b, err := cmd.CombinedOutput()
+			out := string(b)
+			if err != nil || !strings.Contains(out, "moved") {
+				t.Fatalf("%s, %s: agent-lock: %v\n%s", c, engine, err, out)
+			}
+			var found []report.Event
+			f, _ := os.Open(rep)
+			report.Read(f, func(r report.Record) error {
+				if e := r.Event; e != nil {
+					if e.Op == "plant" && strings.HasPrefix(e.Path, dir+"/") {
+						found = append(found, *e)
+					} else {
+						t.Errorf("%s, %s: a report other than the repository's (a refusal of ordinary work): %+v", c, engine, e)
+					}
+				}
+				return nil
+			})
+			f.Close()
+			if len(found) != 1 {
+				t.Fatalf("%s, %s: %d plant records, want one:\n%s", c, engine, len(found), out)
+			}
+			e := found[0]
+			switch c {
+			case "deep":
+				if !strings.Contains(e.Rule, "not checked") || len(e.Path) < 4096 || len(filepath.Dir(e.Path)) >= 4096 || e.Path2 != "" {
+					t.Errorf("deep, %s: %.80s… (%d bytes) %q, want the first folder past 4,095 bytes named as not checked", engine, e.Path, len(e.Path), e.Rule)
+				}
+				if !strings.Contains(out, "could not look for git files the agent may have made") {
+					t.Errorf("deep, %s: agent-lock did not warn of the deep tree:\n%s", engine, out)
+				}
+			case "edge":
+				if !strings.HasSuffix(e.Path, "/r/.git") || len(e.Path) != 4085 || e.Path2 != e.Path+".agent-lock" || e.Verdict != report.Blocked {
+					t.Errorf("edge, %s: %.80s… (%d bytes) to %q, %s, want its .git moved aside whole", engine, e.Path, len(e.Path), e.Path2, e.Verdict)
+				}
+				if out, _ := asUser(dir, status[c]); ran(mark) {
+					t.Errorf("edge, %s: the user's git status ran the agent's fsmonitor:\n%s", engine, out)
 				}
 			}
-			return nil
-		})
-		f.Close()
-		if len(named) != 1 {
-			t.Errorf("%s: the deep tree named %d times in the report, want once:\n%s", engine, len(named), out)
-		}
-		if !strings.Contains(out, "could not look for git files the agent may have made below "+dir+"/") {
-			t.Errorf("%s: agent-lock did not warn of the deep tree:\n%s", engine, out)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
@@ -39,13 +40,14 @@ func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w repo
 		warn("check the git files the agent made: %v", err)
 		return 0
 	}
+	n := 0
 	for _, f := range found {
 		e := report.Event{Time: time.Now(), Comm: "agent-lock", Op: OpPlant, Path: f.Path, Path2: f.Moved,
 			Verdict: report.Blocked, Rule: "git: " + f.Why}
 		switch {
 		case f.Unchecked:
 			e.Verdict = report.Allowed
-			warn("agent-lock could not look for git files the agent may have made below %s (%s; the report has it whole): git cannot work there either, but would once it is moved higher; remove it, or look before you move it", elide(f.Path), f.Why)
+			warn("could not look for git files the agent may have made at %s (%s; the report has the whole path): remove it, or look before you run git there or move it higher", elide(f.Path), f.Why)
 		case audit:
 			e.Verdict = report.Allowed
 			warn("the agent made %s, which your git would run a command from: %s (audit: left as it is)", f.Path, f.Why)
@@ -56,8 +58,11 @@ func checkGit(c *cell, p policy.Policy, a Agent, audit bool, made uint64, w repo
 			warn("the agent made %s, which your git would run a command from: %s; moved to %s", f.Path, f.Why, f.Moved)
 		}
 		w.Escape(e)
+		if !f.Unchecked {
+			n++ // what was found; not what could not be looked at
+		}
 	}
-	return len(found)
+	return n
 }
 
 // elide shortens a path too long to read on a terminal: its start and end.
@@ -65,5 +70,5 @@ func elide(p string) string {
 	if len(p) <= 160 {
 		return p
 	}
-	return p[:100] + "…" + p[len(p)-50:]
+	return strings.ToValidUTF8(p[:100], "") + "…" + strings.ToValidUTF8(p[len(p)-50:], "")
 }

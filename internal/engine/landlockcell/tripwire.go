@@ -232,9 +232,9 @@ func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (
 		if h.Path == filepath.Join(dir, ".git") {
 			continue // DIR's own: policy.Protected's names, and links above
 		}
-		if h.TooLong {
-			// Its files have no path to keep them by, and git cannot
-			// work there; the end's check names it (gitcheck).
+		if h.Unread != nil {
+			// The walk could not look into it (a path past PATH_MAX,
+			// a dead mount): the end's check names it (gitcheck).
 			continue
 		}
 		if repos++; repos > maxGitRepos {
