@@ -42,9 +42,9 @@ type Hit struct {
 	Unread error
 }
 
-// ErrThreads is Named's error when it cannot have threads of its own act
+// errThreads is Named's error when it cannot have threads of its own act
 // as the user; nothing was read.
-var ErrThreads = errors.New("no thread of its own could act as the user")
+var errThreads = errors.New("no thread of its own could act as the user")
 
 // hit is the entry of the name at p.
 func hit(p string, dir, regular bool) Hit {
@@ -63,8 +63,9 @@ const maxThreads = 8
 // one), in the order of their paths, without going into the entries
 // found, nor into the folders skip names (by path), nor through symlinks.
 // It reads as id (asuser): what the user cannot read is left out, as the
-// user's own git would find it, and so is what is gone or replaced as it
-// is read. A folder that cannot be looked into otherwise is a Hit
+// user's own git would find it (but a folder the user may search and not
+// list is named, Unread, with its entry of the name: git opens that by
+// name), and so is what is gone or replaced as it is read. A folder that cannot be looked into otherwise is a Hit
 // (Unread), but one that fails for want of descriptors or memory, this
 // process's own lack, fails the scan.
 func Named(id asuser.ID, root, name string, skip []string) ([]Hit, error) {
@@ -82,7 +83,7 @@ func named(id asuser.ID, root, name string, skip []string, mem *Memory) ([]Hit, 
 			t, err := asuser.NewThread(id)
 			if err != nil {
 				s.abort()
-				errs <- fmt.Errorf("%w: %w", ErrThreads, err)
+				errs <- fmt.Errorf("%w: %w", errThreads, err)
 				return
 			}
 			defer t.Close()
@@ -214,6 +215,25 @@ func (s *scan) work() {
 	}
 }
 
+// unlisted is what a folder the user may not list holds for the walk:
+// nothing when the user may not search it either (git cannot look in it
+// either); when the user may, its entry of the name, which git opens by
+// name, and the folder itself (Unread): git reaches a repository below it
+// by its path, which the walk cannot list.
+func (s *scan) unlisted(dir string) []Hit {
+	var st unix.Stat_t
+	err := unix.Fstatat(unix.AT_FDCWD, filepath.Join(dir, s.name), &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == unix.EACCES || err == unix.EPERM {
+		return nil
+	}
+	hits := []Hit{{Path: dir, Unread: unix.EACCES}}
+	if err == nil {
+		mode := st.Mode & unix.S_IFMT
+		hits = append(hits, hit(filepath.Join(dir, s.name), mode == unix.S_IFDIR, mode == unix.S_IFREG))
+	}
+	return hits
+}
+
 // Skipped says err is a folder's not being the user's to read, or its
 // being gone or replaced by a file or a symlink since its folder was read:
 // the user's git leaves it out too.
@@ -267,6 +287,8 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 	fd, err := openDir(dir)
 	switch {
 	case err == nil:
+	case err == unix.EACCES:
+		return nil, s.unlisted(dir), nil
 	case Skipped(err):
 		return nil, nil, nil
 	case err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOMEM:

@@ -192,3 +192,25 @@ func mkdir(t *testing.T, root, name string) string {
 	}
 	return p
 }
+
+// TestNamedNamesWhatItCannotList: a folder the user may search but not
+// list is named (Unread), with its entry of the name, which git opens by
+// name; one the user may not search either is left out, as git leaves it.
+func TestNamedNamesWhatItCannotList(t *testing.T) {
+	needRoot(t)
+	const uid, gid = 4242, 4242
+	root, _ := testenv.ProjectDir(t, uid)
+	for _, p := range []string{"search/.git", "search/sub/.git", "closed/.git"} {
+		os.MkdirAll(filepath.Join(root, p), 0o755)
+	}
+	os.Chmod(filepath.Join(root, "search"), 0o711) // root's: the user may search it
+	os.Chmod(filepath.Join(root, "closed"), 0o700)
+	got, err := Named(asuser.ID{UID: uid, GID: gid}, root, ".git", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Hit{{Path: filepath.Join(root, "search"), Unread: unix.EACCES}, {Path: filepath.Join(root, "search/.git"), Dir: true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("as the user, found %+v\nwant %+v", got, want)
+	}
+}

@@ -84,8 +84,11 @@ type Checker struct {
 	roots   []string
 	visited map[string]bool
 	named   map[string]bool // unchecked's
-	more    int             // unchecked's past maxNamed
+	shown   int             // unchecked findings in out
+	more    int             // unchecked's past maxNamed, the first firstMore
 	out     []Finding
+
+	firstMore string
 }
 
 // Check walks roots (without following symlinks) for .git entries and
@@ -96,7 +99,7 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 	c.roots = roots
 	c.visited = map[string]bool{}
 	c.named = map[string]bool{}
-	c.more = 0
+	c.shown, c.more, c.firstMore = 0, 0, ""
 	c.out = nil
 	for _, d := range dirs {
 		c.gitDir(d)
@@ -105,16 +108,23 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 		// Folders the user may not read are left out: the user's git
 		// cannot read them either.
 		hits, err := dirscan.Named(asuser.ID{UID: c.UID, GID: c.GID, Groups: c.Groups}, root, ".git", nil)
-		switch {
-		case errors.Is(err, dirscan.ErrThreads):
-			// One walk on this thread, which acts as the user already.
+		if err != nil {
+			// No threads of the user's, or out of descriptors: one walk
+			// on this thread, which acts as the user already and names
+			// what it cannot read.
 			hits = walk(root)
-		case err != nil:
-			c.unchecked(root, err)
-			continue
 		}
 		for _, h := range hits {
 			switch {
+			case errors.Is(h.Unread, unix.EACCES) && c.made(h.Path):
+				// The agent's, unlistable: git opens a repository in it
+				// by its path (one registered in an index as a
+				// submodule), which agent-lock cannot find.
+				f := Finding{Path: h.Path, Why: "a folder the agent made that you may not list (git opens what is in it by name)"}
+				if !c.ReportOnly {
+					f.Moved, f.Err = moveAside(h.Path)
+				}
+				c.out = append(c.out, f)
 			case h.Unread != nil:
 				c.unchecked(h.Path, h.Unread)
 			case h.Dir:
@@ -125,8 +135,8 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 		}
 	}
 	if c.more > 0 {
-		c.out = append(c.out, Finding{Path: roots[0], Unchecked: true,
-			Why: fmt.Sprintf("not checked: %d more paths, below the roots, like those named before", c.more)})
+		c.out = append(c.out, Finding{Path: c.firstMore, Unchecked: true,
+			Why: fmt.Sprintf("not checked: this and %d more paths not named", c.more-1)})
 	}
 	return c.out
 }
@@ -143,7 +153,11 @@ func walk(root string) []dirscan.Hit {
 		if err != nil || d.Name() != ".git" || p == root {
 			return nil
 		}
-		hits = append(hits, dirscan.Hit{Path: p, Dir: d.IsDir(), Regular: d.Type().IsRegular()})
+		h := dirscan.Hit{Path: p, Dir: d.IsDir(), Regular: d.Type().IsRegular()}
+		if len(p) >= unix.PathMax {
+			h.Unread = unix.ENAMETOOLONG
+		}
+		hits = append(hits, h)
 		if d.IsDir() {
 			return fs.SkipDir
 		}
@@ -212,6 +226,9 @@ func tooLong(p string, err error) bool {
 // it cannot tell.
 func there(p string) bool {
 	fd, err := unix.Open(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT || err == unix.ENOTDIR {
+		return false
+	}
 	if err != nil {
 		return true
 	}
@@ -233,6 +250,24 @@ func unread(p string, d fs.DirEntry, err error) error {
 		return nil
 	case tooLong(p, err):
 		return unix.ENAMETOOLONG
+	}
+	return unlisted(p, err)
+}
+
+// unlisted is why the user's git may reach what agent-lock could not list
+// at folder p (err listing it), nil if it may not: a folder the user may
+// search but not list (git opens names in it), one that failed otherwise
+// than by being gone or not the user's (dirscan.Skipped).
+func unlisted(p string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EACCES):
+		var st unix.Stat_t
+		if e := unix.Fstatat(unix.AT_FDCWD, filepath.Join(p, ".git"), &st, unix.AT_SYMLINK_NOFOLLOW); e == unix.EACCES || e == unix.EPERM {
+			return nil // not searchable: git cannot look in it either
+		}
+		return unix.EACCES
 	case dirscan.Skipped(err):
 		return nil
 	}
@@ -249,6 +284,20 @@ func skipDir(d fs.DirEntry, err error) error {
 	return nil
 }
 
+// listed says whether folder p was listed (err: os.ReadDir's), naming it
+// when it was not and the user's git may still reach what is in it.
+func (c *Checker) listed(p string, err error) bool {
+	if err == nil {
+		return true
+	}
+	if tooLong(p, err) {
+		c.unchecked(p, unix.ENAMETOOLONG)
+	} else if why := unlisted(p, err); why != nil {
+		c.unchecked(p, why)
+	}
+	return false
+}
+
 // maxNamed bounds the paths Check names as not checked: an agent could
 // make thousands; past it they are counted.
 const maxNamed = 16
@@ -260,12 +309,17 @@ func (c *Checker) unchecked(p string, err error) {
 		return // a git directory's walks both meet a deep module's
 	}
 	c.named[p] = true
-	if len(c.named) > maxNamed {
-		c.more++
+	if c.shown >= maxNamed {
+		if c.more++; c.more == 1 {
+			c.firstMore = p
+		}
 		return
 	}
+	c.shown++
 	why := "not checked: it could not be read (" + err.Error() + ")"
 	switch {
+	case errors.Is(err, unix.EACCES):
+		why = "not checked: you may not list it, and git opens what is in it by name"
 	case errors.Is(err, unix.ENAMETOOLONG) && len(p) >= unix.PathMax:
 		why = fmt.Sprintf("not checked: its path is %d bytes, more than the kernel opens by name (%d)", len(p), unix.PathMax-1)
 	case errors.Is(err, unix.ENAMETOOLONG):
@@ -285,10 +339,12 @@ func (c *Checker) gitDir(g string) {
 		c.unchecked(g, unix.ENAMETOOLONG) // nothing in it opens by name
 		return
 	}
-	named := len(c.named)
 	defer func() {
-		if len(c.named) > named {
-			c.asideWhole(g)
+		for p := range c.named {
+			if strings.HasPrefix(p, g+"/") {
+				c.asideWhole(g)
+				return
+			}
 		}
 	}()
 	for _, name := range []string{"config", "config.worktree"} {
@@ -332,9 +388,7 @@ func (c *Checker) gitDir(g string) {
 		}
 		return nil
 	})
-	if ents, err := os.ReadDir(filepath.Join(g, "hooks")); tooLong(filepath.Join(g, "hooks"), err) {
-		c.unchecked(filepath.Join(g, "hooks"), unix.ENAMETOOLONG)
-	} else if err == nil {
+	if ents, err := os.ReadDir(filepath.Join(g, "hooks")); c.listed(filepath.Join(g, "hooks"), err) {
 		for _, e := range ents {
 			p := filepath.Join(g, "hooks", e.Name())
 			if !strings.HasSuffix(e.Name(), ".sample") && !strings.HasSuffix(e.Name(), Suffix) && c.made(p) {
@@ -342,9 +396,7 @@ func (c *Checker) gitDir(g string) {
 			}
 		}
 	}
-	if ents, err := os.ReadDir(filepath.Join(g, "worktrees")); tooLong(filepath.Join(g, "worktrees"), err) {
-		c.unchecked(filepath.Join(g, "worktrees"), unix.ENAMETOOLONG)
-	} else if err == nil {
+	if ents, err := os.ReadDir(filepath.Join(g, "worktrees")); c.listed(filepath.Join(g, "worktrees"), err) {
 		for _, e := range ents {
 			if e.IsDir() {
 				c.gitDir(filepath.Join(g, "worktrees", e.Name()))
@@ -406,13 +458,36 @@ func (c *Checker) config(p, g string) {
 func (c *Checker) aside(p, why string) bool {
 	f := Finding{Path: p, Why: why}
 	if !c.ReportOnly {
-		f.Moved = p + Suffix
-		if err := os.Rename(p, f.Moved); err != nil {
-			f.Moved, f.Err = "", err
-		}
+		f.Moved, f.Err = moveAside(p)
 	}
 	c.out = append(c.out, f)
 	return f.Moved != ""
+}
+
+// moveAside renames p to p + Suffix in its folder, by the folder's
+// descriptor (p's own path with the suffix may be too long), replacing
+// nothing: when the name is taken (the agent can make it), to p +
+// Suffix + ".1" to ".9". It returns where p is now, "" on failure.
+func moveAside(p string) (string, error) {
+	fd, err := unix.Open(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	name := filepath.Base(p) + Suffix
+	for i := 0; ; i++ {
+		to := name
+		if i > 0 {
+			to = fmt.Sprintf("%s.%d", name, i)
+		}
+		err := unix.Renameat2(fd, filepath.Base(p), fd, to, unix.RENAME_NOREPLACE)
+		if err == nil {
+			return filepath.Join(filepath.Dir(p), to), nil
+		}
+		if err != unix.EEXIST || i == 9 {
+			return "", &os.LinkError{Op: "rename", Old: p, New: filepath.Join(filepath.Dir(p), to), Err: err}
+		}
+	}
 }
 
 // asideWhole moves aside a git directory the jail made that holds what
@@ -426,36 +501,18 @@ func (c *Checker) asideWhole(g string) {
 	if !c.made(g) {
 		return
 	}
-	n := 0
 	c.out = slices.DeleteFunc(c.out, func(f Finding) bool {
 		below := f.Unchecked && strings.HasPrefix(f.Path, g+"/")
 		if below {
-			n++
+			c.shown--
 		}
 		return below
 	})
-	f := Finding{Path: g, Why: fmt.Sprintf("a git directory the agent made, holding what agent-lock could not check by its path (%d named)", n)}
+	f := Finding{Path: g, Why: "a git directory the agent made, holding what agent-lock could not check"}
 	if !c.ReportOnly {
-		f.Moved = g + Suffix
-		if err := renameIn(g, filepath.Base(g)+Suffix); err != nil {
-			f.Moved, f.Err = "", err
-		}
+		f.Moved, f.Err = moveAside(g)
 	}
 	c.out = append(c.out, f)
-}
-
-// renameIn renames p to name in the same folder, by the folder's
-// descriptor.
-func renameIn(p, name string) error {
-	fd, err := unix.Open(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.Renameat2(fd, filepath.Base(p), fd, name, unix.RENAME_NOREPLACE); err != nil {
-		return &os.LinkError{Op: "rename", Old: p, New: filepath.Join(filepath.Dir(p), name), Err: err}
-	}
-	return nil
 }
 
 // entry is one key of a config, as git lists it.

@@ -1,6 +1,7 @@
 package gitcheck
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -358,10 +359,31 @@ func TestTooLongInAUsableRepository(t *testing.T) {
 		f.made[st.Ino] = true
 	})
 	testenv.AtDeep(t, f.root, plain, func(fd int) { unix.Mkdirat(fd, ".git", 0o755) })
+	// The name it is moved to, taken (the agent can make it): the next.
+	testenv.AtDeep(t, f.root, agents, func(fd int) {
+		if fd, err := unix.Openat(fd, ".git"+Suffix, unix.O_CREAT|unix.O_WRONLY, 0o644); err == nil {
+			unix.Close(fd)
+		}
+	})
+	// A repository the agent made after those, with nothing to say: left.
+	f.write("zz/.git/config", initConfig, true)
+	var st unix.Stat_t
+	unix.Lstat(filepath.Join(f.root, "zz/.git"), &st)
+	f.made[st.Ino] = true
 
+	audit := f.checker(git)
+	audit.ReportOnly = true
+	for _, fd := range audit.Check([]string{f.root}, nil) {
+		if fd.Moved != "" {
+			t.Errorf("audit: %.60s… moved to %s", fd.Path[len(f.root):], fd.Moved)
+		}
+	}
 	got := f.checker(git).Check([]string{f.root}, nil)
 	if len(got) != 3 {
-		t.Fatalf("%d findings, want 3: %+v", len(got), got)
+		for _, fd := range got {
+			t.Logf("…%s: %s", fd.Path[max(0, len(fd.Path)-60):], fd.Why)
+		}
+		t.Fatalf("%d findings, want 3", len(got))
 	}
 	for _, fd := range got {
 		switch {
@@ -372,7 +394,7 @@ func TestTooLongInAUsableRepository(t *testing.T) {
 		case strings.HasPrefix(fd.Path, plain):
 			t.Errorf("the user's with nothing past the limit: %.60s…: %+v", fd.Path[len(f.root):], fd)
 		case strings.HasPrefix(fd.Path, agents):
-			if fd.Path != agents+"/.git" || fd.Moved != fd.Path+Suffix || fd.Unchecked || fd.Err != nil {
+			if fd.Path != agents+"/.git" || fd.Moved != fd.Path+Suffix+".1" || fd.Unchecked || fd.Err != nil {
 				t.Errorf("the agent's: %.60s…: %+v, want its .git moved aside whole", fd.Path[len(f.root):], fd)
 			}
 		case strings.HasPrefix(fd.Path, users):
@@ -384,8 +406,29 @@ func TestTooLongInAUsableRepository(t *testing.T) {
 	testenv.AtDeep(t, f.root, agents, func(fd int) {
 		var st unix.Stat_t
 		if unix.Fstatat(fd, ".git", &st, unix.AT_SYMLINK_NOFOLLOW) != unix.ENOENT ||
-			unix.Fstatat(fd, ".git"+Suffix, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			unix.Fstatat(fd, ".git"+Suffix+".1", &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 			t.Error("the agent's .git is not where it was moved")
 		}
 	})
+}
+
+// TestTooLongCapped: past 16 paths named, the rest are counted in one
+// finding, named by the first of them.
+func TestTooLongCapped(t *testing.T) {
+	f := newFixture(t)
+	os.Mkdir(filepath.Join(f.root, "many"), 0o755)
+	base := testenv.Deep(t, filepath.Join(f.root, "many"), unix.PathMax-100)
+	testenv.AtDeep(t, f.root, base, func(fd int) {
+		for i := range 20 {
+			unix.Mkdirat(fd, fmt.Sprintf("%02d%s", i, strings.Repeat("x", 200)), 0o755)
+		}
+	})
+	got := f.checker(gitBin(t)).Check([]string{f.root}, nil)
+	if len(got) != 17 {
+		t.Fatalf("%d findings, want 16 named and one count", len(got))
+	}
+	last := got[16]
+	if !last.Unchecked || !strings.Contains(last.Why, "this and 3 more") || !strings.HasPrefix(last.Path, base+"/16") {
+		t.Errorf("the count: %.40s…%s: %q", last.Path, last.Path[len(base):len(base)+4], last.Why)
+	}
 }

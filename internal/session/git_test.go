@@ -211,6 +211,15 @@ os.rename(os.environ["TOP"] + "/r", "r")
 print("moved")
 '`
 
+// unlistedRepoScript makes DIR a repository that registers a nested one,
+// with core.fsmonitor set, as a submodule, and takes away the reading of
+// the folder that holds it: git enters it by name, a walk cannot list it.
+const unlistedRepoScript = `export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b
+git init -q -b main && git commit -q --allow-empty -m top && mkdir a &&
+git init -q a/b && git -C a/b commit -q --allow-empty -m b && git -C a/b config core.fsmonitor "touch $MARK" &&
+git update-index --add --cacheinfo 160000,$(git -C a/b rev-parse HEAD),a/b && git commit -qm sub &&
+chmod 311 a && echo moved`
+
 // TestGitTooDeep: agent-lock checks git's files by their paths, which the
 // kernel opens up to 4,095 bytes. A repository the agent leaves past that
 // (deep) cannot be looked into by agent-lock or by git: when the session
@@ -218,8 +227,10 @@ print("moved")
 // rather than leaving it out as it leaves out what the user may not read.
 // One whose work tree is at 4,080 bytes (edge) git works in, reading a
 // config.worktree past the limit: the session moves its .git aside whole.
-// Unjailed, the deep repository moved higher, and the edge one where it
-// is, make the user's git status run their fsmonitor: the test is real.
+// A folder the agent made and took the reading of, holding a repository
+// registered in DIR's index (unlisted), is moved aside whole. Unjailed,
+// the deep repository moved higher, and the others where they are, make
+// the user's git status run their fsmonitor: the test is real.
 // Both engines, in the test VMs; the Landlock engine natively.
 func TestGitTooDeep(t *testing.T) {
 	testenv.NeedVM(t)
@@ -256,13 +267,14 @@ os.rename("r", os.environ["TOP"] + "/up")
 os.chdir("r")
 subprocess.run(["git", "status", "--short"])
 '`,
+		"unlisted": `git status --short`,
 	}
-	scripts := map[string]string{"deep": deepRepoScript, "edge": edgeRepoScript}
+	scripts := map[string]string{"deep": deepRepoScript, "edge": edgeRepoScript, "unlisted": unlistedRepoScript}
 	engines := []string{"bpf-lsm", "landlock"}
 	if err := exec.Command(bin, "doctor", "--engine", "bpf-lsm").Run(); err != nil {
 		engines = []string{"landlock"}
 	}
-	for _, c := range []string{"deep", "edge"} {
+	for _, c := range []string{"deep", "edge", "unlisted"} {
 		dir := fresh(c + "-unjailed")
 		mark := filepath.Join(marks, c+"-unjailed")
 		if out, err := asUser(dir, scripts[c], "MARK="+mark); err != nil || !strings.Contains(out, "moved") {
@@ -314,6 +326,13 @@ subprocess.run(["git", "status", "--short"])
 				}
 				if out, _ := asUser(dir, status[c]); ran(mark) {
 					t.Errorf("edge, %s: the user's git status ran the agent's fsmonitor:\n%s", engine, out)
+				}
+			case "unlisted":
+				if e.Path != dir+"/a" || e.Path2 != dir+"/a.agent-lock" || e.Verdict != report.Blocked {
+					t.Errorf("unlisted, %s: %s to %q, %s, want the folder moved aside whole", engine, e.Path, e.Path2, e.Verdict)
+				}
+				if out, _ := asUser(dir, status[c]); ran(mark) {
+					t.Errorf("unlisted, %s: the user's git status ran the agent's fsmonitor:\n%s", engine, out)
 				}
 			}
 		}

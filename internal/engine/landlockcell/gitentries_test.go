@@ -30,7 +30,7 @@ func TestGitEntries(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "sub/.git"), []byte("gitdir: ../.git/modules/lib/m\n"), 0o644)
 
-	entries, more, err := gitEntries(self(), dir, nil)
+	entries, more, _, err := gitEntries(self(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestGrantRoots(t *testing.T) {
 			t.Errorf("%s is kept: not a writable grant of the user's", p)
 		}
 	}
-	nested, _, err := gitEntries(self(), other, nil, dir, other)
+	nested, _, _, err := gitEntries(self(), other, nil, dir, other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestGitEntriesTakesOnlyItsOwnMemory(t *testing.T) {
 	}
 	dir, other := t.TempDir(), t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "a/nest/.git/hooks"), 0o755)
-	want, _, err := gitEntries(self(), dir, nil)
+	want, _, _, err := gitEntries(self(), dir, nil)
 	if err != nil || len(want) == 0 {
 		t.Fatalf("no entries without a memory (%v): the test would prove nothing", err)
 	}
@@ -202,7 +202,7 @@ func TestGitEntriesTakesOnlyItsOwnMemory(t *testing.T) {
 		dirscan.Recall(t.TempDir(), asuser.ID{UID: 4242, GID: 4242}, dir, ".git", nil),
 		dirscan.Recall(t.TempDir(), self(), dir, ".git", []string{other}),
 	} {
-		got, _, err := gitEntries(self(), dir, mem)
+		got, _, _, err := gitEntries(self(), dir, mem)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,7 +68,7 @@ func TripwireEntries(p policy.Policy, rules []spec.Rule) []tripwire.Entry {
 func Repositories(id asuser.ID, p policy.Policy, rules []spec.Rule) (repos []string, more int, err error) {
 	roots := append([]string{p.Dir}, grantRoots(p, rules)...)
 	for _, root := range roots {
-		entries, m, err := gitEntries(id, root, nil, roots...)
+		entries, m, _, err := gitEntries(id, root, nil, roots...)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -189,7 +189,7 @@ const maxGitRepos = 64
 // and returns how many repositories it left out past maxGitRepos. With
 // mem (recalled for id, dir, ".git" and skip) the walk takes the folders
 // unchanged since the last session's from it.
-func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (out []tripwire.Entry, more int, err error) {
+func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (out []tripwire.Entry, more int, unread []string, err error) {
 	var repos int
 	add := func(path, rule string, dirOnly bool) {
 		out = append(out, tripwire.Entry{Root: dir, Path: path, DirOnly: dirOnly, Rule: "protected " + rule})
@@ -226,7 +226,7 @@ func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (
 		hits, err = dirscan.Named(id, dir, ".git", skip)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	for _, h := range hits {
 		if h.Path == filepath.Join(dir, ".git") {
@@ -234,7 +234,9 @@ func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (
 		}
 		if h.Unread != nil {
 			// The walk could not look into it (a path past PATH_MAX,
-			// a dead mount): the end's check names it (gitcheck).
+			// a dead mount, a folder the user may not list): said at
+			// the start, and named by the end's check (gitcheck).
+			unread = append(unread, h.Path)
 			continue
 		}
 		if repos++; repos > maxGitRepos {
@@ -257,7 +259,7 @@ func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (
 		add(top+"/.gitmodules", top+"/.gitmodules", false)
 		links(rel)
 	}
-	return out, more, nil
+	return out, more, unread, nil
 }
 
 // gitDirInodes are the inodes of DIR's .git folder and of those the
@@ -383,6 +385,7 @@ func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID, remembe
 	for _, root := range w.roots {
 		var nested []tripwire.Entry
 		var more int
+		var unread []string
 		var scanErr error
 		// The last session's walk of root, if this one runs as root
 		// (root's own files, read and written on this goroutine's
@@ -392,7 +395,7 @@ func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID, remembe
 			mem = dirscan.Recall(scanMemories, id, root, ".git", w.roots)
 		}
 		err := asuser.Do(id, func() error {
-			if nested, more, scanErr = gitEntries(id, root, mem, w.roots...); scanErr != nil {
+			if nested, more, unread, scanErr = gitEntries(id, root, mem, w.roots...); scanErr != nil {
 				return nil
 			}
 			maps.Copy(w.gitDirs, gitDirInodes(root, nested))
@@ -425,6 +428,10 @@ func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID, remembe
 			w.keeping.Go(func() { mem.Keep() })
 		}
 		entries = append(entries, nested...)
+		if len(unread) > 0 {
+			w.warns = append(w.warns, fmt.Sprintf("git's files below %s are not kept: agent-lock could not look into it (%d such; its path too long, unreadable, or not yours to list); the check at the session's end names them",
+				unread[0], len(unread)))
+		}
 		if more > 0 {
 			w.warns = append(w.warns, fmt.Sprintf("git's files in %d more repositories below %s are not kept (the tripwire keeps %d): the check at the session's end looks at what changed there", more, root, maxGitRepos))
 		}
