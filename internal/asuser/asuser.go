@@ -192,6 +192,50 @@ func become(id ID) error {
 	return nil
 }
 
+// OpenListing opens folder dir for listing its names, on a thread of this
+// package acting as id, when the user may search it but not list it: git
+// opens names in such a folder (a repository registered in an index, a
+// hook), so a look for git's files must see them. The folder is reached
+// as the user, without following a symlink at its end, and proved
+// searchable as the user; only the open of "." from it for reading uses
+// root's file-system ids, and the thread acts as id again before it
+// returns. Root's
+// listing gives names only: everything opened through them is opened as
+// the user. Without root it returns ErrNoListing, and the user's own
+// refusal when the user may not search it either.
+func OpenListing(id ID, dir string) (*os.File, error) {
+	reach, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(reach)
+	// A lookup from it checks the user's search permission on it.
+	search, err := unix.Openat(reach, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	unix.Close(search)
+	if os.Geteuid() != 0 {
+		return nil, ErrNoListing
+	}
+	unix.Setfsuid(0)
+	unix.Setfsgid(0)
+	fd, err := unix.Openat(reach, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if berr := become(id); berr != nil {
+		// The same ids this thread took before: cannot fail, and if it
+		// did the thread would go on as root in the user's folders.
+		panic(fmt.Sprintf("asuser: act as user %d again after listing %s: %v", id.UID, dir, berr))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// ErrNoListing is OpenListing's error in a process that is not root: the
+// folder is the user's to search, but nobody here may list it.
+var ErrNoListing = errors.New("the user may search this folder but not list it, and only root could")
+
 // Thread is one thread acting as id for as long as it is open, for work
 // that comes in many small pieces (the tripwire puts protected entries
 // back while the agent runs): Do would start a thread for each.

@@ -215,3 +215,51 @@ func TestThreadActsAsTheUser(t *testing.T) {
 		t.Errorf("Do after Close: %v (ran %v), want ErrClosed and nothing run", err, ran)
 	}
 }
+
+// TestOpenListing: a folder the user may search but not list gives its
+// names, and the thread acts as the user after it (it may not list root's
+// folder by itself, nor write /etc); one the user may not search gives the
+// user's refusal.
+func TestOpenListing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another user")
+	}
+	const uid, gid = 4242, 4242
+	root := t.TempDir()
+	os.Chmod(filepath.Dir(root), 0o755)
+	os.Chmod(root, 0o755)
+	search, closed := filepath.Join(root, "search"), filepath.Join(root, "closed")
+	os.Mkdir(search, 0o711)
+	os.Mkdir(closed, 0o700)
+	os.WriteFile(filepath.Join(search, "name"), nil, 0o600)
+	th, err := NewThread(ID{UID: uid, GID: gid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer th.Close()
+	th.Do(func() error {
+		if _, err := os.ReadDir(search); !errors.Is(err, os.ErrPermission) {
+			t.Fatalf("as the user, listing %s: %v, want permission denied (the test would prove nothing)", search, err)
+		}
+		f, err := OpenListing(ID{UID: uid, GID: gid}, search)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil || len(names) != 1 || names[0] != "name" {
+			t.Errorf("listing: %v, %v; want [name]", names, err)
+		}
+		if _, err := os.ReadDir(search); !errors.Is(err, os.ErrPermission) {
+			t.Errorf("after the listing, as the user: %v, want permission denied", err)
+		}
+		if err := os.WriteFile("/etc/agent-lock-asuser-test", nil, 0o600); !errors.Is(err, os.ErrPermission) {
+			os.Remove("/etc/agent-lock-asuser-test")
+			t.Errorf("after the listing, writing /etc: %v, want permission denied", err)
+		}
+		if _, err := OpenListing(ID{UID: uid, GID: gid}, closed); !errors.Is(err, os.ErrPermission) {
+			t.Errorf("listing a folder the user may not search: %v, want permission denied", err)
+		}
+		return nil
+	})
+}

@@ -33,12 +33,15 @@ type Hit struct {
 	Regular bool
 	// Unread, when set, says Path could not be looked into, and why: a
 	// folder whose path is too long for the kernel to take by name
-	// (unix.ENAMETOOLONG; so is an entry of the name whose own path is),
-	// or one that failed to open or to list for a reason other than that
-	// the user may not read it or that it is gone (a dead network mount:
-	// EIO, ENOTCONN). Callers name it, never leave it out as they leave
-	// out what the user may not read: git cannot work past PATH_MAX, but
-	// would once the tree is moved higher, and a mount may come back.
+	// (unix.ENAMETOOLONG; so is an entry of the name whose own path is);
+	// one the user may search but not list, in a process that is not
+	// root (unix.EACCES; root lists it: asuser.OpenListing); or one that
+	// failed to open or to list otherwise than by being gone or not the
+	// user's to search (a dead network mount: EIO, ENOTCONN). Callers name
+	// it, never leave it out as they leave out what the user may not
+	// search: git cannot work past PATH_MAX, but would once the tree is
+	// moved higher; it opens names in a folder it may search; a mount may
+	// come back. The root itself may be one.
 	Unread error
 }
 
@@ -74,7 +77,7 @@ func Named(id asuser.ID, root, name string, skip []string) ([]Hit, error) {
 
 // named is Named, with the folders mem remembers taken from it (nil: none).
 func named(id asuser.ID, root, name string, skip []string, mem *Memory) ([]Hit, error) {
-	s := &scan{name: name, skip: skip, stack: []string{root}, pending: 1, mem: mem, fs: map[uint64]bool{}, settled: time.Now().Add(-Settle).UnixNano()}
+	s := &scan{id: id, name: name, skip: skip, stack: []string{root}, pending: 1, mem: mem, fs: map[uint64]bool{}, settled: time.Now().Add(-Settle).UnixNano()}
 	s.cond = sync.NewCond(&s.mu)
 	n := min(runtime.GOMAXPROCS(0), maxThreads)
 	errs := make(chan error, n)
@@ -131,6 +134,7 @@ func compare(a, b string) int {
 // (stack), how many are queued or being read (pending: the scan is over
 // at zero), and what was found.
 type scan struct {
+	id   asuser.ID
 	name string
 	skip []string
 
@@ -284,11 +288,23 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 			return subdirs, hits, f
 		}
 	}
+	var d *os.File
 	fd, err := openDir(dir)
 	switch {
 	case err == nil:
+		d = os.NewFile(uintptr(fd), dir)
 	case err == unix.EACCES:
-		return nil, s.unlisted(dir), nil
+		// Git opens names in a folder the user may search: root lists
+		// it, and what is in it is read as the user (asuser).
+		l, lerr := asuser.OpenListing(s.id, dir)
+		switch {
+		case lerr == nil:
+			d = l
+		case errors.Is(lerr, asuser.ErrNoListing):
+			return nil, s.unlisted(dir), nil
+		default:
+			return nil, nil, nil // the user may not search it either
+		}
 	case Skipped(err):
 		return nil, nil, nil
 	case err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOMEM:
@@ -297,15 +313,14 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 	default:
 		return nil, []Hit{{Path: dir, Unread: err}}, nil
 	}
+	defer d.Close()
 	// The folder's ctime before its entries are read: any change after
 	// it moves it (memory.go).
 	var st unix.Statx_t
-	if s.mem != nil && unix.Statx(fd, "", unix.AT_EMPTY_PATH, statxMask, &st) == nil &&
+	if s.mem != nil && unix.Statx(int(d.Fd()), "", unix.AT_EMPTY_PATH, statxMask, &st) == nil &&
 		identified(&st) && ctimeOf(&st) < s.settled && s.remembers(devOf(&st), dir) {
 		f = folderOf(&st)
 	}
-	d := os.NewFile(uintptr(fd), dir)
-	defer d.Close()
 	ents, err := d.ReadDir(-1)
 	if err != nil {
 		// Listed in part: what was read is used, the folder is named,

@@ -193,23 +193,29 @@ func mkdir(t *testing.T, root, name string) string {
 	return p
 }
 
-// TestNamedNamesWhatItCannotList: a folder the user may search but not
-// list is named (Unread), with its entry of the name, which git opens by
-// name; one the user may not search either is left out, as git leaves it.
-func TestNamedNamesWhatItCannotList(t *testing.T) {
+// TestNamedListsWhatTheUserMaySearch: a folder the user may search but
+// not list is listed (root lists it, asuser.OpenListing), and what is in
+// it is found, since git opens names there: root's 0711 folder with a
+// .git and a nested one, the user's own 0311 folder holding only a nested
+// repository (git enters it from an index's gitlink). One the user may not
+// search is left out, as git leaves it.
+func TestNamedListsWhatTheUserMaySearch(t *testing.T) {
 	needRoot(t)
 	const uid, gid = 4242, 4242
 	root, _ := testenv.ProjectDir(t, uid)
-	for _, p := range []string{"search/.git", "search/sub/.git", "closed/.git"} {
+	for _, p := range []string{"search/.git", "search/sub/.git", "closed/.git", "own/b/.git"} {
 		os.MkdirAll(filepath.Join(root, p), 0o755)
 	}
 	os.Chmod(filepath.Join(root, "search"), 0o711) // root's: the user may search it
 	os.Chmod(filepath.Join(root, "closed"), 0o700)
+	os.Chown(filepath.Join(root, "own"), uid, gid)
+	os.Chmod(filepath.Join(root, "own"), 0o311)
 	got, err := Named(asuser.ID{UID: uid, GID: gid}, root, ".git", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Hit{{Path: filepath.Join(root, "search"), Unread: unix.EACCES}, {Path: filepath.Join(root, "search/.git"), Dir: true}}
+	want := []Hit{{Path: filepath.Join(root, "own/b/.git"), Dir: true}, {Path: filepath.Join(root, "search/.git"), Dir: true},
+		{Path: filepath.Join(root, "search/sub/.git"), Dir: true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("as the user, found %+v\nwant %+v", got, want)
 	}

@@ -28,12 +28,14 @@ package gitcheck
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -54,8 +56,9 @@ type Finding struct {
 	// Why says what it held: the keys that run commands, or where a
 	// pointer led.
 	Why string
-	// Moved is where the file is now (Path + Suffix), empty when it was
-	// left (Checker.ReportOnly) or could not be moved (Err).
+	// Moved is where the file is now (Path + Suffix, or with .N or a
+	// random suffix when that name was taken; moveAside), empty when it
+	// was left (Checker.ReportOnly) or could not be moved (Err).
 	Moved string
 	Err   error
 	// Unchecked says Path was not looked into: its path is too long for
@@ -105,8 +108,8 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 		c.gitDir(d)
 	}
 	for _, root := range roots {
-		// Folders the user may not read are left out: the user's git
-		// cannot read them either.
+		// Folders the user may not search are left out: the user's git
+		// cannot look in them either.
 		hits, err := dirscan.Named(asuser.ID{UID: c.UID, GID: c.GID, Groups: c.Groups}, root, ".git", nil)
 		if err != nil {
 			// No threads of the user's, or out of descriptors: one walk
@@ -116,21 +119,22 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 		}
 		for _, h := range hits {
 			switch {
-			case errors.Is(h.Unread, unix.EACCES) && c.made(h.Path):
-				// The agent's, unlistable: git opens a repository in it
-				// by its path (one registered in an index as a
-				// submodule), which agent-lock cannot find.
-				f := Finding{Path: h.Path, Why: "a folder the agent made that you may not list (git opens what is in it by name)"}
-				if !c.ReportOnly {
-					f.Moved, f.Err = moveAside(h.Path)
-				}
-				c.out = append(c.out, f)
+			case h.Unread != nil && !errors.Is(h.Unread, unix.ENAMETOOLONG):
+				// Not listed (without root, a folder the user may search
+				// but not list): the agent's moved aside whole.
+				c.notListed(h.Path, h.Unread)
 			case h.Unread != nil:
 				c.unchecked(h.Path, h.Unread)
 			case h.Dir:
 				c.gitDir(h.Path)
 			case h.Regular:
 				c.pointer(h.Path, "gitdir: ")
+			default:
+				// git follows a .git symlink as it would the folder;
+				// the BPF LSM refuses one, Landlock does not.
+				if c.made(h.Path) {
+					c.aside(h.Path, "a .git that is neither a folder nor a file (a symlink to "+quote(readlink(h.Path))+")")
+				}
 			}
 		}
 	}
@@ -290,11 +294,7 @@ func (c *Checker) listed(p string, err error) bool {
 	if err == nil {
 		return true
 	}
-	if tooLong(p, err) {
-		c.unchecked(p, unix.ENAMETOOLONG)
-	} else if why := unlisted(p, err); why != nil {
-		c.unchecked(p, why)
-	}
+	c.notListed(p, err)
 	return false
 }
 
@@ -341,7 +341,7 @@ func (c *Checker) gitDir(g string) {
 	}
 	defer func() {
 		for p := range c.named {
-			if strings.HasPrefix(p, g+"/") {
+			if p == g || strings.HasPrefix(p, g+"/") {
 				c.asideWhole(g)
 				return
 			}
@@ -378,25 +378,21 @@ func (c *Checker) gitDir(g string) {
 	// whether it may make them is removed at once): one the jail made
 	// may lead git out of the names the kernel kept (modules/NAME to a
 	// folder with hooks of the agent's).
-	filepath.WalkDir(g, func(p string, d fs.DirEntry, err error) error {
-		if why := unread(p, d, err); why != nil {
-			c.unchecked(p, why)
-			return skipDir(d, err)
-		}
-		if err == nil && d.Type()&fs.ModeSymlink != 0 && c.made(p) {
+	c.walkDir(g, func(p string, d fs.DirEntry) bool {
+		if d.Type()&fs.ModeSymlink != 0 && c.made(p) {
 			c.aside(p, "a symlink in a git directory, to "+quote(readlink(p)))
 		}
-		return nil
+		return true
 	})
-	if ents, err := os.ReadDir(filepath.Join(g, "hooks")); c.listed(filepath.Join(g, "hooks"), err) {
+	if ents, err := c.readDir(filepath.Join(g, "hooks")); c.listed(filepath.Join(g, "hooks"), err) {
 		for _, e := range ents {
 			p := filepath.Join(g, "hooks", e.Name())
-			if !strings.HasSuffix(e.Name(), ".sample") && !strings.HasSuffix(e.Name(), Suffix) && c.made(p) {
+			if !strings.HasSuffix(e.Name(), ".sample") && !movedName.MatchString(e.Name()) && c.made(p) {
 				c.aside(p, "a hook git would run")
 			}
 		}
 	}
-	if ents, err := os.ReadDir(filepath.Join(g, "worktrees")); c.listed(filepath.Join(g, "worktrees"), err) {
+	if ents, err := c.readDir(filepath.Join(g, "worktrees")); c.listed(filepath.Join(g, "worktrees"), err) {
 		for _, e := range ents {
 			if e.IsDir() {
 				c.gitDir(filepath.Join(g, "worktrees", e.Name()))
@@ -406,21 +402,83 @@ func (c *Checker) gitDir(g string) {
 	// A submodule's git directory is modules/NAME, and a name may hold
 	// slashes: every folder below modules with a HEAD is one.
 	mods := filepath.Join(g, "modules")
-	filepath.WalkDir(mods, func(p string, d fs.DirEntry, err error) error {
-		if why := unread(p, d, err); why != nil {
-			c.unchecked(p, why)
-			return skipDir(d, err)
-		}
-		if err != nil || !d.IsDir() || p == mods {
-			return nil
+	if _, err := os.Lstat(mods); err != nil && !tooLong(mods, err) {
+		return
+	}
+	c.walkDir(mods, func(p string, d fs.DirEntry) bool {
+		if !d.IsDir() {
+			return false
 		}
 		if c.exists(filepath.Join(p, "HEAD")) {
 			c.gitDir(p)
-			return fs.SkipDir
+			return false
 		}
-		return nil
+		return true
 	})
 }
+
+// walkDir calls visit for each entry below dir, in lexical order, going
+// into the folders visit says to (never through a symlink), listing each
+// as readDir does; a folder it cannot list is c.notListed.
+func (c *Checker) walkDir(dir string, visit func(p string, d fs.DirEntry) bool) {
+	ents, err := c.readDir(dir)
+	if err != nil {
+		c.notListed(dir, err)
+		return
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if e.IsDir() && len(p) >= unix.PathMax {
+			c.notListed(p, unix.ENAMETOOLONG) // nothing in it opens by name
+			continue
+		}
+		if visit(p, e) && e.IsDir() {
+			c.walkDir(p, visit)
+		}
+	}
+}
+
+// readDir lists folder p as the user, and, when the user may search it
+// but not list it (git opens names in it), with root's listing
+// (asuser.OpenListing: names only; the rest is done as the user).
+func (c *Checker) readDir(p string) ([]fs.DirEntry, error) {
+	ents, err := os.ReadDir(p)
+	if !errors.Is(err, unix.EACCES) {
+		return ents, err
+	}
+	l, lerr := asuser.OpenListing(asuser.ID{UID: c.UID, GID: c.GID, Groups: c.Groups}, p)
+	if lerr != nil {
+		return nil, err
+	}
+	defer l.Close()
+	ents, err = l.ReadDir(-1)
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, err
+}
+
+// notListed deals with folder p, which could not be listed (err), where
+// the user's git may still reach (unlisted): the agent's is moved aside
+// whole (never a root), anything else named.
+func (c *Checker) notListed(p string, err error) {
+	why := unlisted(p, err)
+	if tooLong(p, err) {
+		why = unix.ENAMETOOLONG
+	}
+	switch {
+	case why == nil:
+	case errors.Is(why, unix.EACCES) && !slices.Contains(c.roots, p) && c.made(p):
+		f := Finding{Path: p, Why: "a folder the agent made that you may not list (git opens what is in it by name)"}
+		if !c.ReportOnly {
+			f.Moved, f.Err = moveAside(p)
+		}
+		c.out = append(c.out, f)
+	default:
+		c.unchecked(p, why)
+	}
+}
+
+// movedName matches the names moveAside gives, which git never reads.
+var movedName = regexp.MustCompile(`\.agent-lock(\.[0-9a-f]+)?$`)
 
 // config checks a config the jail made, in git directory g.
 func (c *Checker) config(p, g string) {
@@ -467,7 +525,8 @@ func (c *Checker) aside(p, why string) bool {
 // moveAside renames p to p + Suffix in its folder, by the folder's
 // descriptor (p's own path with the suffix may be too long), replacing
 // nothing: when the name is taken (the agent can make it), to p +
-// Suffix + ".1" to ".9". It returns where p is now, "" on failure.
+// Suffix + ".1" to ".9", then a random suffix. It returns where p is now,
+// "" on failure.
 func moveAside(p string) (string, error) {
 	fd, err := unix.Open(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -477,14 +536,21 @@ func moveAside(p string) (string, error) {
 	name := filepath.Base(p) + Suffix
 	for i := 0; ; i++ {
 		to := name
-		if i > 0 {
+		switch {
+		case i > 0 && i < 10:
 			to = fmt.Sprintf("%s.%d", name, i)
+		case i >= 10:
+			// Past the names anyone looks at first, names no one can
+			// make ahead.
+			var b [8]byte
+			rand.Read(b[:])
+			to = fmt.Sprintf("%s.%x", name, b)
 		}
 		err := unix.Renameat2(fd, filepath.Base(p), fd, to, unix.RENAME_NOREPLACE)
 		if err == nil {
 			return filepath.Join(filepath.Dir(p), to), nil
 		}
-		if err != unix.EEXIST || i == 9 {
+		if err != unix.EEXIST || i == 20 {
 			return "", &os.LinkError{Op: "rename", Old: p, New: filepath.Join(filepath.Dir(p), to), Err: err}
 		}
 	}
@@ -511,6 +577,14 @@ func (c *Checker) asideWhole(g string) {
 	f := Finding{Path: g, Why: "a git directory the agent made, holding what agent-lock could not check"}
 	if !c.ReportOnly {
 		f.Moved, f.Err = moveAside(g)
+	}
+	if f.Moved != "" {
+		// What was moved aside in it is now below its new name.
+		for i := range c.out {
+			if m, ok := strings.CutPrefix(c.out[i].Moved, g+"/"); ok {
+				c.out[i].Moved = filepath.Join(f.Moved, m)
+			}
+		}
 	}
 	c.out = append(c.out, f)
 }

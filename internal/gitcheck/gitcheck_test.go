@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -430,5 +431,41 @@ func TestTooLongCapped(t *testing.T) {
 	last := got[16]
 	if !last.Unchecked || !strings.Contains(last.Why, "this and 3 more") || !strings.HasPrefix(last.Path, base+"/16") {
 		t.Errorf("the count: %.40s…%s: %q", last.Path, last.Path[len(base):len(base)+4], last.Why)
+	}
+}
+
+// TestTakenNamesAndSymlinks: a .git symlink the agent made is moved aside
+// (git follows it as the folder); ten taken names (the agent can make
+// them) do not stop a config's move, which takes a random one; a hook
+// named as agent-lock names what it moves aside is not one git runs.
+func TestTakenNamesAndSymlinks(t *testing.T) {
+	git := gitBin(t)
+	f := newFixture(t)
+	f.write("evil/config", initConfig+"[core]\n\tfsmonitor = touch /tmp/x\n", true)
+	os.Mkdir(filepath.Join(f.root, "sub"), 0o755)
+	os.Symlink("../evil", filepath.Join(f.root, "sub/.git"))
+	var st syscall.Stat_t
+	syscall.Lstat(filepath.Join(f.root, "sub/.git"), &st)
+	f.made[st.Ino] = true
+	cfg := f.write("r/.git/config", initConfig+"[core]\n\tfsmonitor = touch /tmp/x\n", true)
+	f.write("r/.git/config"+Suffix, "", false)
+	for i := 1; i <= 9; i++ {
+		f.write(fmt.Sprintf("r/.git/config%s.%d", Suffix, i), "", false)
+	}
+	f.write("r/.git/hooks/pre-commit"+Suffix+".1", "#!/bin/sh\n", true)
+
+	got := f.checker(git).Check([]string{f.root}, nil)
+	if len(got) != 2 {
+		t.Fatalf("%d findings, want 2: %+v", len(got), got)
+	}
+	if fd := find(got, "sub/.git", f.root); fd == nil || fd.Moved != filepath.Join(f.root, "sub/.git")+Suffix {
+		t.Errorf("the .git symlink: %+v, want it moved aside", fd)
+	}
+	fd := find(got, "r/.git/config", f.root)
+	if fd == nil || !regexp.MustCompile(`config\.agent-lock\.[0-9a-f]{16}$`).MatchString(fd.Moved) {
+		t.Errorf("the config: %+v, want it moved to a random name past the ten taken", fd)
+	}
+	if b, _ := os.ReadFile(cfg); strings.Contains(string(b), "fsmonitor") {
+		t.Errorf("the config still sets fsmonitor:\n%s", b)
 	}
 }

@@ -270,9 +270,9 @@ subprocess.run(["git", "status", "--short"])
 		"unlisted": `git status --short`,
 	}
 	scripts := map[string]string{"deep": deepRepoScript, "edge": edgeRepoScript, "unlisted": unlistedRepoScript}
-	engines := []string{"bpf-lsm", "landlock"}
+	engines := []string{"bpf-lsm", "landlock", "landlock-alone"}
 	if err := exec.Command(bin, "doctor", "--engine", "bpf-lsm").Run(); err != nil {
-		engines = []string{"landlock"}
+		engines = engines[1:]
 	}
 	for _, c := range []string{"deep", "edge", "unlisted"} {
 		dir := fresh(c + "-unjailed")
@@ -290,6 +290,11 @@ subprocess.run(["git", "status", "--short"])
 			rep := testenv.ReportPath(t, 4242)
 			cmd := exec.Command(bin, "--engine", engine, "--headless", "--report", rep, dir, "--", "/bin/bash", "-c", scripts[c])
 			cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4242", "PATH=/usr/bin:/bin", "MARK="+mark, "TOP="+dir)
+			if engine == "landlock-alone" {
+				// The user's own session: no root to list with.
+				cmd = exec.Command("setpriv", append([]string{"--reuid=4242", "--regid=4242", "--clear-groups", bin, "--engine", "landlock"}, cmd.Args[3:]...)...)
+				cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + root, "MARK=" + mark, "TOP=" + dir}
+			}
 			b, err := cmd.CombinedOutput()
 			out := string(b)
 			if err != nil || !strings.Contains(out, "moved") {
@@ -328,8 +333,14 @@ subprocess.run(["git", "status", "--short"])
 					t.Errorf("edge, %s: the user's git status ran the agent's fsmonitor:\n%s", engine, out)
 				}
 			case "unlisted":
-				if e.Path != dir+"/a" || e.Path2 != dir+"/a.agent-lock" || e.Verdict != report.Blocked {
-					t.Errorf("unlisted, %s: %s to %q, %s, want the folder moved aside whole", engine, e.Path, e.Path2, e.Verdict)
+				// Root lists the folder, and the config in it is
+				// judged; alone, the folder is moved aside whole.
+				want := dir + "/a/b/.git/config"
+				if engine == "landlock-alone" {
+					want = dir + "/a"
+				}
+				if e.Path != want || e.Path2 != want+".agent-lock" || e.Verdict != report.Blocked {
+					t.Errorf("unlisted, %s: %s to %q, %s, want %s moved aside", engine, e.Path, e.Path2, e.Verdict, want)
 				}
 				if out, _ := asUser(dir, status[c]); ran(mark) {
 					t.Errorf("unlisted, %s: the user's git status ran the agent's fsmonitor:\n%s", engine, out)
