@@ -195,16 +195,27 @@ func become(id ID) error {
 // OpenListing opens folder dir for listing its names, on a thread of this
 // package acting as id, when the user may search it but not list it: git
 // opens names in such a folder (a repository registered in an index, a
-// hook), so a look for git's files must see them. The folder is reached
-// as the user, without following a symlink at its end, and proved
-// searchable as the user; only the open of "." from it for reading uses
-// root's file-system ids, and the thread acts as id again before it
-// returns. Root's
-// listing gives names only: everything opened through them is opened as
-// the user. Without root it returns ErrNoListing, and the user's own
-// refusal when the user may not search it either.
+// hook), so a look for git's files must see them (ListingAt).
 func OpenListing(id ID, dir string) (*os.File, error) {
-	reach, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if os.Geteuid() == 0 {
+		if uid, _ := unix.SetfsuidRetUid(-1); uid != int(id.UID) {
+			return nil, fmt.Errorf("asuser: OpenListing on a thread not acting as user %d", id.UID)
+		}
+	}
+	return ListingAt(unix.AT_FDCWD, dir)
+}
+
+// ListingAt opens folder name, from dirfd, for listing its names, on a
+// thread of this package: the folder is reached as the thread's user,
+// without following a symlink at its end, and proved searchable by that
+// user; only the open of "." from it for reading uses root's file-system
+// ids, and the thread takes its user's ids back before it returns (the
+// process ends if it cannot: it would go on as root in the user's
+// folders). Root's listing gives names only: everything opened through
+// them is opened as the user. Without root it returns ErrNoListing, and
+// the user's own refusal when the user may not search it either.
+func ListingAt(dirfd int, name string) (*os.File, error) {
+	reach, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -218,18 +229,24 @@ func OpenListing(id ID, dir string) (*os.File, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNoListing
 	}
+	uid, _ := unix.SetfsuidRetUid(-1)
+	gid, _ := unix.SetfsgidRetGid(-1)
 	unix.Setfsuid(0)
 	unix.Setfsgid(0)
 	fd, err := unix.Openat(reach, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if berr := become(id); berr != nil {
-		// The same ids this thread took before: cannot fail, and if it
-		// did the thread would go on as root in the user's folders.
-		panic(fmt.Sprintf("asuser: act as user %d again after listing %s: %v", id.UID, dir, berr))
+	// Back to the user's ids (its groups were never changed), confirmed.
+	unix.Setfsgid(gid)
+	unix.Setfsuid(uid)
+	nowGID, _ := unix.SetfsgidRetGid(-1)
+	nowUID, _ := unix.SetfsuidRetUid(-1)
+	if nowGID != gid || nowUID != uid {
+		fmt.Fprintf(os.Stderr, "agent-lock: could not act as user %d again after listing %s\n", uid, name)
+		unix.Exit(2)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(fd), dir), nil
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 // ErrNoListing is OpenListing's error in a process that is not root: the

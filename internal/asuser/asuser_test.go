@@ -237,11 +237,29 @@ func TestOpenListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer th.Close()
+	// The thread's ids, groups and effective capabilities, as the kernel
+	// shows them.
+	ids := func() string {
+		b, _ := os.ReadFile("/proc/thread-self/status")
+		var keep []string
+		for _, l := range strings.Split(string(b), "\n") {
+			for _, k := range []string{"Uid:", "Gid:", "Groups:", "CapEff:"} {
+				if strings.HasPrefix(l, k) {
+					keep = append(keep, l)
+				}
+			}
+		}
+		return strings.Join(keep, "; ")
+	}
 	th.Do(func() error {
 		if _, err := os.ReadDir(search); !errors.Is(err, os.ErrPermission) {
 			t.Fatalf("as the user, listing %s: %v, want permission denied (the test would prove nothing)", search, err)
 		}
+		before := ids()
 		f, err := OpenListing(ID{UID: uid, GID: gid}, search)
+		if after := ids(); after != before {
+			t.Errorf("the thread's ids after the listing:\n%s\nbefore:\n%s", after, before)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,15 +62,17 @@ func hit(p string, dir, regular bool) Hit {
 // reads wait on the same locks.
 const maxThreads = 8
 
-// Named returns every entry called name below root (root itself is never
-// one), in the order of their paths, without going into the entries
-// found, nor into the folders skip names (by path), nor through symlinks.
-// It reads as id (asuser): what the user cannot read is left out, as the
-// user's own git would find it (but a folder the user may search and not
-// list is named, Unread, with its entry of the name: git opens that by
-// name), and so is what is gone or replaced as it is read. A folder that cannot be looked into otherwise is a Hit
-// (Unread), but one that fails for want of descriptors or memory, this
-// process's own lack, fails the scan.
+// Named returns every entry called name below root, in the order of their
+// paths, without going into the entries found, nor into the folders skip
+// names (by path), nor through symlinks. It reads as id (asuser): what the
+// user may not search is left out, as the user's own git cannot look
+// there either, and so is what is gone or replaced as it is read. A folder
+// the user may search but not list, where git still opens names, is
+// listed with root's listing (asuser.OpenListing) in a process that is
+// root, and is a Hit (Unread) otherwise, with its entry of the name. A
+// folder that cannot be looked into for another reason is a Hit
+// (Unread; root itself may be one), but one that fails for want of
+// descriptors or memory, this process's own lack, fails the scan.
 func Named(id asuser.ID, root, name string, skip []string) ([]Hit, error) {
 	return named(id, root, name, skip, nil)
 }
@@ -238,6 +240,12 @@ func (s *scan) unlisted(dir string) []Hit {
 	return hits
 }
 
+// searchable says whether the user (this thread) may search folder p.
+func searchable(p string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(unix.AT_FDCWD, p+"/.", &st, unix.AT_SYMLINK_NOFOLLOW) != unix.EACCES
+}
+
 // Skipped says err is a folder's not being the user's to read, or its
 // being gone or replaced by a file or a symlink since its folder was read:
 // the user's git leaves it out too.
@@ -289,6 +297,7 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 		}
 	}
 	var d *os.File
+	byRoot := false // listed with root's listing
 	fd, err := openDir(dir)
 	switch {
 	case err == nil:
@@ -299,11 +308,14 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 		l, lerr := asuser.OpenListing(s.id, dir)
 		switch {
 		case lerr == nil:
-			d = l
-		case errors.Is(lerr, asuser.ErrNoListing):
-			return nil, s.unlisted(dir), nil
+			d, byRoot = l, true
+		case errors.Is(lerr, unix.EMFILE) || errors.Is(lerr, unix.ENFILE) || errors.Is(lerr, unix.ENOMEM):
+			s.fail(&os.PathError{Op: "open", Path: dir, Err: lerr})
+			return nil, nil, nil
 		default:
-			return nil, nil, nil // the user may not search it either
+			// Without root, or root refused (a container's root): named,
+			// unless the user may not search it either.
+			return nil, s.unlisted(dir), nil
 		}
 	case Skipped(err):
 		return nil, nil, nil
@@ -332,6 +344,9 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 		p := filepath.Join(dir, e.Name())
 		switch {
 		case e.Name() == s.name:
+			if byRoot && e.IsDir() && !searchable(p) {
+				continue // another's, closed to the user: git cannot use it either
+			}
 			h := hit(p, e.IsDir(), e.Type().IsRegular())
 			hits = append(hits, h)
 			if f != nil {

@@ -41,8 +41,10 @@ import (
 // the same problem). A folder mounted over, or swapped for another by
 // a rename in its parent, has another device, inode or mount id. The
 // user's groups are in the memory's key: what the user may read follows
-// them, not the folders' ctimes. A folder the user could not read is not
-// remembered; one the user can no longer reach fails its statx and is
+// them, not the folders' ctimes. A folder that could not be listed is not
+// remembered (one listed with root's listing, which the user may search,
+// is: its ctime moves with its names as any); one the user can no longer
+// reach fails its statx and is
 // skipped, as a read would. Only folders of local file systems whose
 // ctime is the kernel's own are remembered (rememberedFS); the mount id
 // is the one not reused within a boot, and a btrfs folder's subvolume is

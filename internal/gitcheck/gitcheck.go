@@ -131,9 +131,14 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 				c.pointer(h.Path, "gitdir: ")
 			default:
 				// git follows a .git symlink as it would the folder;
-				// the BPF LSM refuses one, Landlock does not.
+				// the BPF LSM refuses one, Landlock does not. The
+				// user's own is followed, and where it leads checked.
 				if c.made(h.Path) {
 					c.aside(h.Path, "a .git that is neither a folder nor a file (a symlink to "+quote(readlink(h.Path))+")")
+				} else if target, err := filepath.EvalSymlinks(h.Path); err == nil {
+					if st, err := os.Stat(target); err == nil && st.IsDir() {
+						c.gitDir(target)
+					}
 				}
 			}
 		}
@@ -421,6 +426,9 @@ func (c *Checker) gitDir(g string) {
 // into the folders visit says to (never through a symlink), listing each
 // as readDir does; a folder it cannot list is c.notListed.
 func (c *Checker) walkDir(dir string, visit func(p string, d fs.DirEntry) bool) {
+	if st, err := os.Lstat(dir); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		return // the walk's start too: a symlink the jail made is judged apart
+	}
 	ents, err := c.readDir(dir)
 	if err != nil {
 		c.notListed(dir, err)

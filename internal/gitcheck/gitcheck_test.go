@@ -435,7 +435,7 @@ func TestTooLongCapped(t *testing.T) {
 }
 
 // TestTakenNamesAndSymlinks: a .git symlink the agent made is moved aside
-// (git follows it as the folder); ten taken names (the agent can make
+// (git follows it as the folder), and where the user's leads is checked; ten taken names (the agent can make
 // them) do not stop a config's move, which takes a random one; a hook
 // named as agent-lock names what it moves aside is not one git runs.
 func TestTakenNamesAndSymlinks(t *testing.T) {
@@ -453,10 +453,21 @@ func TestTakenNamesAndSymlinks(t *testing.T) {
 		f.write(fmt.Sprintf("r/.git/config%s.%d", Suffix, i), "", false)
 	}
 	f.write("r/.git/hooks/pre-commit"+Suffix+".1", "#!/bin/sh\n", true)
+	// The user's own .git symlink: left, and where it leads checked (the
+	// agent set core.fsmonitor in the config there).
+	f.write("usergit/config", initConfig+"[core]\n\tfsmonitor = touch /tmp/x\n", true)
+	os.Mkdir(filepath.Join(f.root, "mine"), 0o755)
+	os.Symlink("../usergit", filepath.Join(f.root, "mine/.git"))
 
 	got := f.checker(git).Check([]string{f.root}, nil)
-	if len(got) != 2 {
-		t.Fatalf("%d findings, want 2: %+v", len(got), got)
+	if len(got) != 3 {
+		t.Fatalf("%d findings, want 3: %+v", len(got), got)
+	}
+	if fd := find(got, "usergit/config", f.root); fd == nil || fd.Moved == "" {
+		t.Errorf("the config where the user's .git symlink leads: %+v, want it moved aside", fd)
+	}
+	if _, err := os.Lstat(filepath.Join(f.root, "mine/.git")); err != nil {
+		t.Errorf("the user's .git symlink: %v, want it left", err)
 	}
 	if fd := find(got, "sub/.git", f.root); fd == nil || fd.Moved != filepath.Join(f.root, "sub/.git")+Suffix {
 		t.Errorf("the .git symlink: %+v, want it moved aside", fd)

@@ -498,3 +498,41 @@ func landlockSession(t *testing.T, bin, dir, rep, script string) string {
 	}
 	return string(out)
 }
+
+// TestLandlockTripwireUnlisted: in a repository of the user's below DIR's
+// top whose hooks folder the user may search but not list (0311), the
+// agent can still make a hook, which git runs: the tripwire lists the
+// folder with root's listing to keep it, and the hook is undone. Unjailed
+// the same hook is written and runs on commit: the test is real.
+// Natively and in every guest, with the Landlock engine.
+func TestLandlockTripwireUnlisted(t *testing.T) {
+	testenv.NeedVM(t)
+	bin := testenv.AgentLockBin(t)
+	root, dir := testenv.ProjectDir(t, 4242)
+	home := filepath.Join(root, "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, 4242, 4242)
+	pwned := filepath.Join(home, "pwned")
+	plant := `printf '#!/bin/sh\ntouch ` + pwned + `\n' > sub/.git/hooks/pre-commit && chmod +x sub/.git/hooks/pre-commit && echo planted`
+	commit := `cd sub && git -c user.name=u -c user.email=u@h commit -q --allow-empty -m x`
+	asTestUser(t, dir, home, `git init -q sub && chmod 311 sub/.git/hooks && `+plant)
+	asTestUser(t, dir, home, commit)
+	if _, err := os.Stat(pwned); err != nil {
+		t.Fatal("unjailed, the hook in the unlistable hooks folder did not run: the test would prove nothing")
+	}
+	os.Remove(pwned)
+	os.Remove(filepath.Join(dir, "sub/.git/hooks/pre-commit"))
+
+	out := landlockSession(t, bin, dir, testenv.ReportPath(t, 4242), plant)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the agent could not write the hook (Landlock grants DIR whole):\n%s", out)
+	}
+	os.Remove(pwned) // the agent's own git may have run it, in the cell
+	if _, err := os.Lstat(filepath.Join(dir, "sub/.git/hooks/pre-commit")); err == nil {
+		t.Error("the hook planted in the unlistable hooks folder is still there")
+	}
+	asTestUser(t, dir, home, commit)
+	if _, err := os.Stat(pwned); err == nil {
+		t.Error("the user's commit ran the agent's hook")
+	}
+}

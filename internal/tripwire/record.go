@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
 )
 
 // What the tripwire keeps of the entries' contents: enough for config
@@ -193,10 +195,15 @@ func recordNode(dirfd int, name string, nameOnly bool, depth int, budget *int64)
 			return nil, fmt.Errorf("%s: more than %d folders deep", name, maxDepth)
 		}
 		names, err := listAt(dirfd, name)
+		if errors.Is(err, asuser.ErrNoListing) {
+			// The agent may make names in it (a hook git runs), and
+			// nobody here may list it to keep them.
+			return nil, fmt.Errorf("%s: you may search it but not list it, and only root could (through the daemon or sudo); make it readable (chmod u+r)", name)
+		}
 		if err != nil {
-			// The user cannot list it: neither can the agent, which may
-			// still replace it as a whole. Its existence and mode are
-			// what the tripwire keeps.
+			// The user may not search it: neither may the agent, which
+			// may still replace it as a whole. Its existence and mode
+			// are what the tripwire keeps.
 			n.unread = true
 			return n, nil
 		}
@@ -273,11 +280,24 @@ func readlinkAt(dirfd int, name string) (string, error) {
 
 // listAt lists a folder's names, not following name if it is a symlink.
 func listAt(dirfd int, name string) ([]string, error) {
+	var f *os.File
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
+	switch {
+	case err == nil:
+		f = os.NewFile(uintptr(fd), name)
+	case err == unix.EACCES:
+		// A folder the user may search but not list: the agent may
+		// still make names in it (a hook), and git opens them. Root's
+		// listing, names only; the rest is recorded as the user.
+		if f, err = asuser.ListingAt(dirfd, name); err != nil {
+			if errors.Is(err, asuser.ErrNoListing) {
+				return nil, err
+			}
+			return nil, unix.EACCES
+		}
+	default:
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	sort.Strings(names)
