@@ -312,6 +312,8 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 		case errors.Is(lerr, unix.EMFILE) || errors.Is(lerr, unix.ENFILE) || errors.Is(lerr, unix.ENOMEM):
 			s.fail(&os.PathError{Op: "open", Path: dir, Err: lerr})
 			return nil, nil, nil
+		case Skipped(lerr) && !errors.Is(lerr, unix.EACCES):
+			return nil, nil, nil // gone or replaced since its folder was read
 		default:
 			// Without root, or root refused (a container's root): named,
 			// unless the user may not search it either.
@@ -345,6 +347,7 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 		switch {
 		case e.Name() == s.name:
 			if byRoot && e.IsDir() && !searchable(p) {
+				f = nil  // the next scan must look again: its mode may change
 				continue // another's, closed to the user: git cannot use it either
 			}
 			h := hit(p, e.IsDir(), e.Type().IsRegular())

@@ -135,10 +135,10 @@ func (c *Checker) Check(roots, dirs []string) []Finding {
 				// user's own is followed, and where it leads checked.
 				if c.made(h.Path) {
 					c.aside(h.Path, "a .git that is neither a folder nor a file (a symlink to "+quote(readlink(h.Path))+")")
-				} else if target, err := filepath.EvalSymlinks(h.Path); err == nil {
-					if st, err := os.Stat(target); err == nil && st.IsDir() {
-						c.gitDir(target)
-					}
+				} else if target, err := filepath.EvalSymlinks(h.Path); err == nil && c.inRoots(target) && c.exists(filepath.Join(target, "HEAD")) {
+					// Only where the agent could write: elsewhere "made"
+					// may be the user's own change (Landlock's ctime).
+					c.gitDir(target)
 				}
 			}
 		}
@@ -420,6 +420,11 @@ func (c *Checker) gitDir(g string) {
 		}
 		return true
 	})
+}
+
+// inRoots says whether p lies below one of the roots.
+func (c *Checker) inRoots(p string) bool {
+	return slices.ContainsFunc(c.roots, func(r string) bool { return strings.HasPrefix(p, r+"/") })
 }
 
 // walkDir calls visit for each entry below dir, in lexical order, going

@@ -456,8 +456,18 @@ func TestTakenNamesAndSymlinks(t *testing.T) {
 	// The user's own .git symlink: left, and where it leads checked (the
 	// agent set core.fsmonitor in the config there).
 	f.write("usergit/config", initConfig+"[core]\n\tfsmonitor = touch /tmp/x\n", true)
+	f.write("usergit/HEAD", "ref: refs/heads/main\n", false)
 	os.Mkdir(filepath.Join(f.root, "mine"), 0o755)
 	os.Symlink("../usergit", filepath.Join(f.root, "mine/.git"))
+	// One leading out of the roots, where the agent could not write (a
+	// change there is the user's): not followed.
+	out := t.TempDir()
+	os.WriteFile(filepath.Join(out, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.WriteFile(filepath.Join(out, "config"), []byte(initConfig+"[core]\n\tfsmonitor = true\n"), 0o644)
+	syscall.Lstat(filepath.Join(out, "config"), &st)
+	f.made[st.Ino] = true
+	os.Mkdir(filepath.Join(f.root, "away"), 0o755)
+	os.Symlink(out, filepath.Join(f.root, "away/.git"))
 
 	got := f.checker(git).Check([]string{f.root}, nil)
 	if len(got) != 3 {
