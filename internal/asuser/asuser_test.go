@@ -13,14 +13,8 @@ import (
 // may not create (a root folder, reached directly or through a symlink the
 // user planted) neither does MkdirAll, although agent-lock runs as root.
 func TestMkdirAllActsAsTheUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as another user")
-	}
 	const uid, gid = 4242, 4242
-	root := t.TempDir()
-	// The user must reach it: TempDir's parent is private to root.
-	os.Chmod(filepath.Dir(root), 0o755)
-	os.Chmod(root, 0o755)
+	root := rootTree(t)
 	home := filepath.Join(root, "home")
 	locked := filepath.Join(root, "etc") // root's, 0755
 	for _, d := range []string{home, locked} {
@@ -181,12 +175,8 @@ func TestReplaceNeverWritesThrough(t *testing.T) {
 // TestThreadActsAsTheUser: every piece of work a Thread does is the
 // user's, and a closed Thread does no more.
 func TestThreadActsAsTheUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as another user")
-	}
 	const uid, gid = 4242, 4242
-	root := t.TempDir()
-	os.Chmod(filepath.Dir(root), 0o755)
+	root := rootTree(t)
 	os.Chmod(root, 0o777)
 	th, err := NewThread(ID{UID: uid, GID: gid})
 	if err != nil {
@@ -221,13 +211,8 @@ func TestThreadActsAsTheUser(t *testing.T) {
 // folder by itself, nor write /etc); one the user may not search gives the
 // user's refusal.
 func TestOpenListing(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as another user")
-	}
 	const uid, gid = 4242, 4242
-	root := t.TempDir()
-	os.Chmod(filepath.Dir(root), 0o755)
-	os.Chmod(root, 0o755)
+	root := rootTree(t)
 	search, closed := filepath.Join(root, "search"), filepath.Join(root, "closed")
 	os.Mkdir(search, 0o711)
 	os.Mkdir(closed, 0o700)

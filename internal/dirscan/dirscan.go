@@ -240,8 +240,9 @@ func (s *scan) unlisted(dir string) []Hit {
 	return hits
 }
 
-// searchable says whether the user (this thread) may search folder p.
-func searchable(p string) bool {
+// Searchable says whether the user (this thread's) may search folder p:
+// git opens names in one the user may search, listed or not.
+func Searchable(p string) bool {
 	var st unix.Stat_t
 	return unix.Fstatat(unix.AT_FDCWD, p+"/.", &st, unix.AT_SYMLINK_NOFOLLOW) != unix.EACCES
 }
@@ -346,7 +347,7 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 		p := filepath.Join(dir, e.Name())
 		switch {
 		case e.Name() == s.name:
-			if byRoot && e.IsDir() && !searchable(p) {
+			if byRoot && e.IsDir() && !Searchable(p) {
 				f = nil  // the next scan must look again: its mode may change
 				continue // another's, closed to the user: git cannot use it either
 			}

@@ -272,9 +272,8 @@ func unlisted(p string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.EACCES):
-		var st unix.Stat_t
-		if e := unix.Fstatat(unix.AT_FDCWD, filepath.Join(p, ".git"), &st, unix.AT_SYMLINK_NOFOLLOW); e == unix.EACCES || e == unix.EPERM {
-			return nil // not searchable: git cannot look in it either
+		if !dirscan.Searchable(p) {
+			return nil // git cannot look in it either
 		}
 		return unix.EACCES
 	case dirscan.Skipped(err):

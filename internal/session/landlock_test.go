@@ -161,9 +161,7 @@ func TestLandlockTripwire(t *testing.T) {
 	}
 	bin := testenv.AgentLockBin(t)
 	root, dir := testenv.ProjectDir(t, 4242)
-	home := filepath.Join(root, "home")
-	os.Mkdir(home, 0o755)
-	os.Chown(home, 4242, 4242)
+	home := testHome(t, root)
 	asUser := func(script string) string { t.Helper(); return asTestUser(t, dir, home, script) }
 	asUser(`git init -q . && mkdir .vscode && echo '{}' > .vscode/settings.json && echo a > a &&
 		git add a && git -c user.name=u -c user.email=u@h commit -qm first`)
@@ -484,6 +482,15 @@ func asTestUser(t *testing.T, dir, home, script string) string {
 	return string(b)
 }
 
+// testHome makes root/home, the test user's, for a script run as the user.
+func testHome(t *testing.T, root string) string {
+	t.Helper()
+	home := filepath.Join(root, "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, 4242, 4242)
+	return home
+}
+
 // landlockSession runs script under agent-lock's Landlock engine, for the
 // test user as sudo would, in dir, reporting to rep, and fails t if
 // agent-lock fails; it returns the output.
@@ -509,9 +516,7 @@ func TestLandlockTripwireUnlisted(t *testing.T) {
 	testenv.NeedVM(t)
 	bin := testenv.AgentLockBin(t)
 	root, dir := testenv.ProjectDir(t, 4242)
-	home := filepath.Join(root, "home")
-	os.Mkdir(home, 0o755)
-	os.Chown(home, 4242, 4242)
+	home := testHome(t, root)
 	pwned := filepath.Join(home, "pwned")
 	plant := `printf '#!/bin/sh\ntouch ` + pwned + `\n' > sub/.git/hooks/pre-commit && chmod +x sub/.git/hooks/pre-commit && echo planted`
 	commit := `cd sub && git -c user.name=u -c user.email=u@h commit -q --allow-empty -m x`
