@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/dashboard"
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 	"github.com/agent-lock/agent-lock/internal/landlock"
 	"github.com/agent-lock/agent-lock/internal/netcell"
 	"github.com/agent-lock/agent-lock/internal/netpolicy"
@@ -215,7 +216,9 @@ func parseRun(args []string, stdout, stderr io.Writer) (o options, code int, ok 
 
 type options struct {
 	// started: session.Options.Started (a session the daemon started).
-	started    func()
+	started func()
+	// scan: session.Options.Scan (the daemon's, for a standby).
+	scan       dirscan.Scanner
 	dir        string
 	command    []string
 	audit      bool

@@ -23,7 +23,9 @@ import (
 
 	"github.com/agent-lock/agent-lock/internal/bpfload"
 	"github.com/agent-lock/agent-lock/internal/daemon"
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 	"github.com/agent-lock/agent-lock/internal/engine/bpflsm"
+	"github.com/agent-lock/agent-lock/internal/engine/landlockcell"
 	"github.com/agent-lock/agent-lock/internal/jail"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/netcell"
@@ -101,10 +103,17 @@ func daemonCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// The next session's programs are loaded ahead, while none asks.
 	spares := newSpares(logf)
 	defer spares.Close()
+	// The Landlock engine's walks for git's files, held from one session
+	// of a tree to the next, their changes followed.
+	scans, err := landlockcell.Memories()
+	if err != nil {
+		logf("every session's walk for git's files statx's each folder it remembers: no watch of their changes (%v)", err)
+	}
+	defer scans.Close()
 	srv := &daemon.Server{
 		Exe: "/proc/self/exe", SessionArg: daemonSessionArg, StandbyArg: daemonStandbyArg, Version: version(),
 		InCell: session.InCell, PerUser: *perUser, Total: *total,
-		Log: logf, Spare: spares.Next, SpareWait: spares.Wait,
+		Log: logf, Spare: spares.Next, SpareWait: spares.Wait, Scan: scans.Scan,
 	}
 	where := "systemd's socket"
 	if made {
@@ -131,7 +140,7 @@ func daemonSession(ctx context.Context, args []string, stdout, stderr io.Writer)
 	started := adoptSpare(c.Spare, daemon.SpareFD, func(format string, args ...any) {
 		fmt.Fprintf(stderr, "agent-lock: "+format+"\n", args...)
 	})
-	return serveCaller(ctx, c, conn, args, started, stdout, stderr)
+	return serveCaller(ctx, c, conn, args, started, nil, stdout, stderr)
 }
 
 // daemonStandby is a session's agent-lock the daemon started ahead: it
@@ -171,12 +180,13 @@ func daemonStandby(ctx context.Context, stderr io.Writer) int {
 		return session.ExitFailed
 	}
 	session.ServeCaller(session.Caller{UID: c.UID, GID: c.GID, Groups: c.Groups, Env: c.Env})
-	return serveCaller(ctx, c, conn, args, func() { started(); sb.Started() }, os.Stdout, os.Stderr)
+	return serveCaller(ctx, c, conn, args, func() { started(); sb.Started() }, sb.Scan, os.Stdout, os.Stderr)
 }
 
 // serveCaller runs the session a daemon's caller asked for (args are
-// agent-lock's) on conn; started is called once its agent runs.
-func serveCaller(ctx context.Context, c daemon.Caller, conn *daemon.Conn, args []string, started func(), stdout, stderr io.Writer) int {
+// agent-lock's) on conn; started is called once its agent runs; scan,
+// when set, is the daemon's (session.Options.Scan).
+func serveCaller(ctx context.Context, c daemon.Caller, conn *daemon.Conn, args []string, started func(), scan dirscan.Scanner, stdout, stderr io.Writer) int {
 	// The client's ^C and ^\ are the agent's: until it runs (and the
 	// session passes them on), they must not end this process half way
 	// through making the cell.
@@ -199,6 +209,7 @@ func serveCaller(ctx context.Context, c daemon.Caller, conn *daemon.Conn, args [
 		}
 		go conn.Follow(func(sig syscall.Signal) { syscall.Kill(os.Getpid(), sig) }, gone)
 		o.started = started
+		o.scan = scan
 		return run(ctx, o, stdout, stderr)
 	}()
 	conn.Exit(code)

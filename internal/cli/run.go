@@ -264,6 +264,7 @@ func (o options) session(dir string, agent session.Agent, recDir string) session
 		// write them would forge its sessions or widen its next cell.
 		Private: []string{recDir, recording.Dir(agent.Home, stateHomeEnv()), filepath.Dir(filepath.Join(agent.Home, policy.HomeFile))},
 		Started: o.started,
+		Scan:    o.scan,
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 )
 
 // Socket options x/sys does not name.
@@ -55,6 +57,10 @@ type Server struct {
 	// SpareWait, when set, waits until the next spares are ready (or ctx
 	// ends): a standby takes them when it starts.
 	SpareWait func(ctx context.Context)
+	// Scan, when set, scans a tree for a standby that took a request
+	// (the Landlock engine's walk for git's files): the daemon holds the
+	// last walks and follows their changes (dirscan.Memories).
+	Scan dirscan.Scanner
 
 	mu       sync.Mutex
 	reading  map[uint32]int
@@ -251,7 +257,7 @@ func (s *Server) begin(p peer, req Request, files []*os.File, conn *net.UnixConn
 	// it stays for the next.
 	if body, err := handoffBody(c, name, req.Args); err == nil {
 		if sb := s.take(); sb != nil {
-			err := sb.hand(body, files, conn)
+			err := sb.hand(body, files, conn, s.Scan, c)
 			if err == nil {
 				return sb.cmd.Process.Pid, true, nil
 			}

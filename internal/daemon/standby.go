@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 )
 
 // A standby is a session's agent-lock the daemon starts before anyone
@@ -73,6 +76,76 @@ type standbyNote struct {
 	Ready   bool `json:"ready,omitempty"`
 	Taken   bool `json:"taken,omitempty"`
 	Started bool `json:"started,omitempty"`
+	// Scan asks the daemon for a scan (Standby.Scan), before Started.
+	Scan *scanAsk `json:"scan,omitempty"`
+}
+
+// scanAsk is a dirscan.Scanner's arguments, and scanAnswer its results
+// (Err: its error's words; the standby then scans itself), for the ask
+// of the same Seq. Paths are bytes: a file's name need not be UTF-8,
+// which JSON's strings would change.
+type scanAsk struct {
+	Seq    int      `json:"seq"`
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups"`
+	Root   []byte   `json:"root"`
+	Name   []byte   `json:"name"`
+	Skip   [][]byte `json:"skip"`
+}
+
+type scanAnswer struct {
+	Seq   int           `json:"seq"`
+	Hits  []scanHit     `json:"hits"`
+	Stats dirscan.Stats `json:"stats"`
+	Err   string        `json:"err,omitempty"`
+}
+
+// scanHit is a dirscan.Hit; Unread its errno (EIO for an error that is
+// none).
+type scanHit struct {
+	Path    []byte `json:"path"`
+	Dir     bool   `json:"dir,omitempty"`
+	Regular bool   `json:"regular,omitempty"`
+	Unread  int    `json:"unread,omitempty"`
+}
+
+// answerScan runs scan for a, asked by the standby that took c's request,
+// as its frame to the standby: an error, or one too large for a frame, is
+// said in Err. The scan is as c's user only: the standby acts for no one
+// else.
+func answerScan(scan dirscan.Scanner, c Caller, a *scanAsk) scanAnswer {
+	if scan == nil {
+		return scanAnswer{Seq: a.Seq, Err: "this daemon scans nothing"}
+	}
+	if a.UID != c.UID || a.GID != c.GID {
+		return scanAnswer{Seq: a.Seq, Err: fmt.Sprintf("a scan as %d:%d for a session of %d:%d", a.UID, a.GID, c.UID, c.GID)}
+	}
+	skip := make([]string, len(a.Skip))
+	for i, s := range a.Skip {
+		skip[i] = string(s)
+	}
+	hits, st, err := scan(asuser.ID{UID: a.UID, GID: a.GID, Groups: a.Groups}, string(a.Root), string(a.Name), skip)
+	if err != nil {
+		return scanAnswer{Seq: a.Seq, Err: err.Error()}
+	}
+	ans := scanAnswer{Seq: a.Seq, Stats: st, Hits: make([]scanHit, 0, len(hits))}
+	size := 0
+	for _, h := range hits {
+		sh := scanHit{Path: []byte(h.Path), Dir: h.Dir, Regular: h.Regular}
+		if h.Unread != nil {
+			sh.Unread = int(unix.EIO)
+			var e unix.Errno
+			if errors.As(h.Unread, &e) {
+				sh.Unread = int(e)
+			}
+		}
+		if size += len(h.Path)*4/3 + 64; size > MaxFrame {
+			return scanAnswer{Seq: a.Seq, Err: fmt.Sprintf("%d entries found: too many for an answer", len(hits))}
+		}
+		ans.Hits = append(ans.Hits, sh)
+	}
+	return ans
 }
 
 // systemPath is a session's PATH: the system's alone.
@@ -244,7 +317,11 @@ func handoffBody(c Caller, name string, args []string) (json.RawMessage, error) 
 // connection and streams (files as a request carries them). Once it
 // answers that it took it, it is the caller's session, counted as such.
 // On an error the caller kills it.
-func (sb *standby) hand(body json.RawMessage, files []*os.File, conn *net.UnixConn) error {
+//
+// Until its agent runs, it may ask for scans as c's user (scan's, each
+// answered by a goroutine of its own: a slow one, a tree's first or one
+// below a hung mount, must not keep the next standby from starting).
+func (sb *standby) hand(body json.RawMessage, files []*os.File, conn *net.UnixConn, scan dirscan.Scanner, c Caller) error {
 	cc, err := conn.File()
 	if err != nil {
 		return err
@@ -269,25 +346,44 @@ func (sb *standby) hand(body json.RawMessage, files []*os.File, conn *net.UnixCo
 	}
 	go func() {
 		defer sb.finish()
-		defer sb.c.Close()
-		stop := time.AfterFunc(startBound, func() { sb.c.Close() })
-		defer stop.Stop()
-		for {
-			b, _, err := readFrame(sb.c, 0)
-			if err != nil {
-				return
-			}
-			if json.Unmarshal(b, &n) == nil && n.Started {
-				return
-			}
-		}
+		sb.follow(scan, c)
 	}()
 	return nil
+}
+
+// follow reads what sb says once it took c's request, answering its
+// scans, until its agent runs, it ends, or startBound passes.
+func (sb *standby) follow(scan dirscan.Scanner, c Caller) {
+	defer sb.c.Close()
+	stop := time.AfterFunc(startBound, func() { sb.c.Close() })
+	defer stop.Stop()
+	for {
+		b, _, err := readFrame(sb.c, 0)
+		if err != nil {
+			return
+		}
+		var n standbyNote
+		if json.Unmarshal(b, &n) != nil || n.Started {
+			return
+		}
+		if ask := n.Scan; ask != nil {
+			// One at a time (the standby waits for each answer, and
+			// asks no more once one failed): writes do not interleave.
+			go func() { writeFrame(sb.c, answerScan(scan, c, ask)) }()
+		}
+	}
 }
 
 // Standby is a standby's own side.
 type Standby struct {
 	c *net.UnixConn
+	// mu: one scan at a time, and none once Started closed c, nor once
+	// one failed (broken: its answer, if it comes, would be read as the
+	// next one's); seq numbers the asks.
+	mu      sync.Mutex
+	started bool
+	broken  bool
+	seq     int
 }
 
 // startStd are a standby's standard streams as it started, made again
@@ -397,6 +493,62 @@ func (s *Standby) Wait(ctx context.Context) (Caller, []string, *Conn, error) {
 
 // Started tells the daemon that the session's agent runs.
 func (s *Standby) Started() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started = true
 	writeFrame(s.c, standbyNote{Started: true})
 	s.c.Close()
+}
+
+// scanBound bounds a scan's answer: the daemon's first walk of a large
+// tree under emulation takes seconds; past it the session scans itself.
+var scanBound = 20 * time.Second
+
+// Scan is a dirscan.Scanner: the daemon's (Server.Scan), for a standby
+// that took a request, until its agent runs.
+func (s *Standby) Scan(id asuser.ID, root, name string, skip []string) ([]dirscan.Hit, dirscan.Stats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.broken {
+		return nil, dirscan.Stats{}, errors.New("the daemon scans no more for this session")
+	}
+	s.seq++
+	s.c.SetDeadline(time.Now().Add(scanBound))
+	defer s.c.SetDeadline(time.Time{})
+	ask := &scanAsk{Seq: s.seq, UID: id.UID, GID: id.GID, Groups: id.Groups, Root: []byte(root), Name: []byte(name)}
+	for _, p := range skip {
+		ask.Skip = append(ask.Skip, []byte(p))
+	}
+	a, err := s.ask(ask)
+	if err != nil {
+		s.broken = true
+		return nil, dirscan.Stats{}, err
+	}
+	if a.Err != "" {
+		return nil, dirscan.Stats{}, fmt.Errorf("the daemon's scan: %s", a.Err)
+	}
+	hits := make([]dirscan.Hit, len(a.Hits))
+	for i, h := range a.Hits {
+		hits[i] = dirscan.Hit{Path: string(h.Path), Dir: h.Dir, Regular: h.Regular}
+		if h.Unread != 0 {
+			hits[i].Unread = unix.Errno(h.Unread)
+		}
+	}
+	return hits, a.Stats, nil
+}
+
+// ask sends a and reads its answer (s.mu held).
+func (s *Standby) ask(a *scanAsk) (scanAnswer, error) {
+	var ans scanAnswer
+	if err := writeFrame(s.c, standbyNote{Scan: a}); err != nil {
+		return ans, err
+	}
+	b, _, err := readFrame(s.c, 0)
+	if err == nil {
+		err = json.Unmarshal(b, &ans)
+	}
+	if err == nil && ans.Seq != a.Seq {
+		err = fmt.Errorf("the daemon answered scan %d, not %d", ans.Seq, a.Seq)
+	}
+	return ans, err
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,7 +80,7 @@ func Named(id asuser.ID, root, name string, skip []string) ([]Hit, error) {
 
 // named is Named, with the folders mem remembers taken from it (nil: none).
 func named(id asuser.ID, root, name string, skip []string, mem *Memory) ([]Hit, error) {
-	s := &scan{id: id, name: name, skip: skip, stack: []string{root}, pending: 1, mem: mem, fs: map[uint64]bool{}, settled: time.Now().Add(-Settle).UnixNano()}
+	s := &scan{id: id, name: name, skip: skip, stack: []task{{path: root}}, pending: 1, mem: mem, fs: map[uint64]bool{}, settled: time.Now().Add(-Settle).UnixNano()}
 	s.cond = sync.NewCond(&s.mu)
 	n := min(runtime.GOMAXPROCS(0), maxThreads)
 	errs := make(chan error, n)
@@ -132,6 +133,15 @@ func compare(a, b string) int {
 	return len(a) - len(b)
 }
 
+// task is a folder to read; known says the folder at its path is the
+// one the memory names there (its parent was taken from the memory: its
+// entries, and so the folders their names lead to, are those the memory
+// holds), which it must be to be taken unlooked (Memory.unlooked).
+type task struct {
+	path  string
+	known bool
+}
+
 // scan is the shared state of one Named: the folders still to read
 // (stack), how many are queued or being read (pending: the scan is over
 // at zero), and what was found.
@@ -142,14 +152,14 @@ type scan struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	stack   []string
+	stack   []task
 	pending int
 	stopped bool
 	hits    []Hit
 	err     error // the first folder that failed to open (abort)
 
 	// mem, when set, has the last scan's folders and takes this one's
-	// (mem.next, under mu); settled: the ctime (ns) before which a folder
+	// (mem.fresh, under mu); settled: the ctime (ns) before which a folder
 	// read now is remembered.
 	mem     *Memory
 	settled int64
@@ -179,7 +189,7 @@ func (s *scan) work() {
 		dir string
 		f   *folder
 	}
-	var batch []string
+	var batch []task
 	var found []result
 	for {
 		s.mu.Lock()
@@ -195,15 +205,15 @@ func (s *scan) work() {
 		s.stack = s.stack[:len(s.stack)-n]
 		s.mu.Unlock()
 
-		var subdirs []string
+		var subdirs []task
 		var hits []Hit
 		found = found[:0]
-		for _, dir := range batch {
-			sub, h, f := s.read(dir)
+		for _, t := range batch {
+			sub, h, f := s.read(t)
 			subdirs = append(subdirs, sub...)
 			hits = append(hits, h...)
 			if f != nil {
-				found = append(found, result{dir, f})
+				found = append(found, result{t.path, f})
 			}
 		}
 
@@ -279,17 +289,28 @@ func errnoOf(err error) error {
 	return err
 }
 
+// join is filepath.Join for a clean folder and a name, without Join's
+// cleaning: the taking of a remembered folder's folders is most of a
+// scan that reads none.
+func join(dir, name string) string {
+	if strings.HasSuffix(dir, "/") {
+		return dir + name
+	}
+	return dir + "/" + name
+}
+
 // maxBatch bounds the folders one thread takes at once.
 const maxBatch = 32
 
 // read lists dir: its folders to read next and its entries named s.name,
 // and, with a memory, the folder to remember (nil: none).
-func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
+func (s *scan) read(t task) (subdirs []task, hits []Hit, f *folder) {
+	dir := t.path
 	if s.mem != nil {
 		s.mem.visited.Add(1)
-		if f := s.recall(dir); f != nil {
+		if f := s.recall(t); f != nil {
 			for _, n := range f.subdirs {
-				subdirs = append(subdirs, filepath.Join(dir, n))
+				subdirs = append(subdirs, task{path: join(dir, n), known: true})
 			}
 			if f.hit != hitNone {
 				hits = append(hits, hit(filepath.Join(dir, s.name), f.hit == hitDir, f.hit == hitRegular))
@@ -335,6 +356,7 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 	if s.mem != nil && unix.Statx(int(d.Fd()), "", unix.AT_EMPTY_PATH, statxMask, &st) == nil &&
 		identified(&st) && ctimeOf(&st) < s.settled && s.remembers(devOf(&st), dir) {
 		f = folderOf(&st)
+		s.mem.follow(f, int(d.Fd()))
 	}
 	ents, err := d.ReadDir(-1)
 	if err != nil {
@@ -357,7 +379,7 @@ func (s *scan) read(dir string) (subdirs []string, hits []Hit, f *folder) {
 				f.hit = hitOf(h)
 			}
 		case e.IsDir() && !slices.Contains(s.skip, p):
-			subdirs = append(subdirs, p)
+			subdirs = append(subdirs, task{path: p})
 			if f != nil {
 				f.subdirs = append(f.subdirs, e.Name())
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,16 +71,54 @@ type Memory struct {
 	name  string
 	skip  []string
 	dirs  map[string]*folder // the last scan's, by path
-	next  map[string]*folder // this scan's
+	// gen counts the scans; this one's fresh are the folders it read
+	// (those it took from dirs have its gen: the rest of dirs, not seen
+	// again, are dropped when it ends).
+	gen   uint64
+	fresh map[string]*folder
 	// offset: the clock's (clockOffset) when the oldest folder of dirs
-	// was read; scanned: when this scan began; size: next's size, about
-	// as encoded, and overflow: it passed maxBytes (next is dropped).
+	// was read; scanned: when this scan began; size: what it will
+	// remember, about as encoded, and overflow: that passed maxBytes
+	// (nothing is remembered); kept: a Scan made dirs, for Keep.
 	offset, scanned int64
 	size            int
 	overflow        bool
+	kept            bool
 
 	recalled atomic.Int64 // folders the last Scan took from dirs
 	visited  atomic.Int64 // folders it went through
+	unlooked atomic.Int64 // of those taken, without a look (watch)
+
+	// watch, when set (Memories'), follows the changes since each
+	// folder was read. This scan's, when watching: seq, the watch's when
+	// it began; what a folder must share with the root to be taken
+	// unlooked, its device, mount (its unique id) and file system id;
+	// mounts, the mount points below the root, at and below which
+	// nothing is (a mount is no event).
+	watch            *Watch
+	watching         bool
+	seq              uint64
+	rootDev, rootMnt uint64
+	rootSt           unix.Statx_t
+	fsid             []byte
+	mounts           []string
+	// whole: the last scan, when it can be given again whole (unsaved:
+	// dirs changed since Keep wrote them).
+	whole   *wholeScan
+	unsaved bool
+}
+
+// wholeScan is a scan that went through every folder of the root's mount
+// it remembers, each with its key, at one seq (at), and found nothing it
+// could not read (every folder of it remembered). If no event named any
+// of its folders (keys) since, the mount points below the root are the
+// same and the root is the folder it was, the tree is as it read it, and
+// so is what it found: a scan gives hits again without a walk.
+type wholeScan struct {
+	at     uint64
+	hits   []Hit
+	mounts []string
+	keys   map[string]bool // made after the scan (keys), nil until
 }
 
 // folder is one folder as a scan read it.
@@ -89,6 +128,14 @@ type folder struct {
 	ids                   uint32 // which of statxIDs the kernel gave
 	subdirs               []string
 	hit                   byte // the entry called name in it: hitNone, hitDir, hitRegular or hitOther
+	// key: its file system id and file handle (handleKey), by which a
+	// Watch names it ("" unknown); seq: the watch's seq when it was last
+	// read or found unchanged (0: never, by this process's watch).
+	key string
+	seq uint64
+	gen uint64 // the last scan that went through it (Memory.gen)
+	// marked: the Watch's gen it was marked in (0: not marked).
+	marked uint32
 }
 
 const (
@@ -129,7 +176,7 @@ const (
 	statxMask = statxNeed | statxIDs
 )
 
-const magic = "agent-lock dirscan memory 2\n"
+const magic = "agent-lock dirscan memory 3\n"
 
 // Recall returns the memory of the last scan of root by id, for name and
 // skip, from the folder store (empty if there is none, or it is not
@@ -173,26 +220,106 @@ func keyOf(id asuser.ID, root, name string, skip []string) string {
 	return fmt.Sprintf("uid %d gid %d groups %v root %q name %q skip %q", id.UID, id.GID, id.Groups, root, name, skip)
 }
 
-// Of says whether m is the memory of a scan of root by id for name,
-// with skip.
-func (m *Memory) Of(id asuser.ID, root, name string, skip []string) bool {
-	return m.of == keyOf(id, root, name, skip)
-}
-
 // Scan is Named for the memory's user, root, name and skip, taking every
 // folder unchanged since the last scan from the memory, and remembering
 // what it reads for Keep.
+//
+// What it read becomes the memory (for Keep, and for the next Scan of a
+// Memory that a process keeps: Memories).
 func (m *Memory) Scan() ([]Hit, error) {
-	m.next = make(map[string]*folder, len(m.dirs))
+	m.gen++
+	m.fresh = map[string]*folder{}
 	m.size, m.overflow = len(magic)+len(m.key)+40, false
 	m.scanned = clockOffset()
 	m.recalled.Store(0)
 	m.visited.Store(0)
-	return named(m.id, m.root, m.name, m.skip, m)
+	m.unlooked.Store(0)
+	if m.scanned < m.offset-int64(time.Second) {
+		m.dirs, m.whole = map[string]*folder{}, nil // the clock went back since
+	}
+	m.watching = false
+	if m.watch != nil {
+		m.watchScan()
+	}
+	if m.still() {
+		w := m.whole
+		w.at = m.seq // nothing changed through now
+		n := int64(len(m.dirs))
+		m.visited.Store(n)
+		m.recalled.Store(n)
+		m.unlooked.Store(n)
+		return slices.Clone(w.hits), nil
+	}
+	m.whole = nil
+	hits, err := named(m.id, m.root, m.name, m.skip, m)
+	fresh := m.fresh
+	m.fresh = nil
+	if err != nil {
+		// What it took from dirs is as it was: they stay, and the
+		// next scan looks again at what this one did not reach.
+		return nil, err
+	}
+	maps.Copy(m.dirs, fresh)
+	maps.DeleteFunc(m.dirs, func(_ string, f *folder) bool { return f.gen != m.gen })
+	m.unsaved = true
+	if m.watching && !m.overflow && len(m.dirs) == int(m.visited.Load()) &&
+		!slices.ContainsFunc(hits, func(h Hit) bool { return h.Unread != nil }) {
+		m.whole = &wholeScan{at: m.seq, hits: slices.Clone(hits), mounts: m.mounts}
+	}
+	switch {
+	case m.overflow || len(m.dirs) == 0 || clockOffset() < m.scanned-int64(time.Second):
+		// Too much to remember, nothing, or read while the clock went
+		// back: the last memory is of no more use.
+		m.dirs, m.offset, m.whole = map[string]*folder{}, 0, nil
+	default:
+		// The oldest of its folders were read when the last memory's
+		// oldest were, if any were taken from it.
+		offset := m.scanned
+		if m.recalled.Load() > 0 {
+			offset = max(offset, m.offset)
+		}
+		m.offset = offset
+	}
+	m.kept = true
+	return hits, nil
 }
 
-// remember adds dir to what Keep writes, unless that would pass
-// maxBytes: then nothing is (the caller holds the scan's lock).
+// still says whether the tree is as the last scan, whole, read it: see
+// wholeScan (its keys made: keys).
+func (m *Memory) still() bool {
+	w := m.whole
+	if !m.watching || w == nil || w.keys == nil || !slices.Equal(w.mounts, m.mounts) {
+		return false
+	}
+	if f := m.dirs[m.root]; f == nil || !f.is(&m.rootSt) {
+		return false
+	}
+	return !m.watch.changedAny(w.at, w.keys)
+}
+
+// keys makes the keys of the last scan's whole, unless one of its folders
+// was not remembered so (then it is not whole). It is not the scan's to
+// make: a scan that reads nothing is the next session's, and these are
+// tens of thousands of map entries.
+func (m *Memory) keys() {
+	w := m.whole
+	if w == nil || w.keys != nil {
+		return
+	}
+	keys := make(map[string]bool, len(m.dirs))
+	for _, f := range m.dirs {
+		if f.key == "" || f.seq != w.at || f.dev != m.rootDev || f.mnt != m.rootMnt || !m.watch.current(f.marked) {
+			m.whole = nil
+			return
+		}
+		keys[f.key] = true
+	}
+	w.keys = keys
+}
+
+// remember keeps f, the folder at dir this scan read or took from dirs
+// (recall gave it this scan's gen), unless that would pass maxBytes:
+// then nothing is (the caller holds the scan's lock).
 func (m *Memory) remember(dir string, f *folder) {
 	if m.overflow {
 		return
@@ -202,10 +329,13 @@ func (m *Memory) remember(dir string, f *folder) {
 		m.size += len(s) + 2
 	}
 	if m.size > maxBytes {
-		m.overflow, m.next = true, nil
+		m.overflow = true
 		return
 	}
-	m.next[dir] = f
+	if f.gen != m.gen {
+		f.gen = m.gen
+		m.fresh[dir] = f
+	}
 }
 
 // Recalled says how many folders the last Scan went through, and how many
@@ -214,27 +344,27 @@ func (m *Memory) Recalled() (folders, recalled int) {
 	return int(m.visited.Load()), int(m.recalled.Load())
 }
 
+// Unlooked says how many of the folders the last Scan took from the
+// memory it took without a look (its Watch saw no change in them).
+func (m *Memory) Unlooked() int { return int(m.unlooked.Load()) }
+
 // Keep writes what the last Scan read to the store, for the next scan.
 // It writes root's own files: call it as root, not as the user.
 func (m *Memory) Keep() error {
-	if m.next == nil && !m.overflow {
+	if !m.kept {
 		return errors.New("dirscan: nothing scanned to keep")
 	}
+	if !m.unsaved {
+		return nil // as the store has it
+	}
+	m.unsaved = false
 	path := filepath.Join(m.store, m.file())
-	if m.overflow || len(m.next) == 0 || clockOffset() < m.scanned-int64(time.Second) {
-		// Too much to remember, nothing, or read while the clock went
-		// back: the last memory is of no more use.
+	if len(m.dirs) == 0 {
 		os.Remove(path)
 		return nil
 	}
-	// The oldest of its folders were read when the last memory's oldest
-	// were, if any were taken from it.
-	offset := m.scanned
-	if m.recalled.Load() > 0 {
-		offset = max(offset, m.offset)
-	}
 	var buf bytes.Buffer
-	encode(&buf, m.key, offset, m.next)
+	encode(&buf, m.key, m.offset, m.dirs)
 	if buf.Len() > maxBytes {
 		os.Remove(path)
 		return nil
@@ -362,20 +492,178 @@ func readLimited(path string, limit int64) ([]byte, error) {
 	return data, err
 }
 
-// recall returns dir's remembered entries if dir is the folder it was
-// (asked as the scan's user: the thread it runs on).
-func (s *scan) recall(dir string) *folder {
-	f := s.mem.dirs[dir]
+// recall returns the remembered entries of t's folder if it is the
+// folder it was (asked as the scan's user: the thread it runs on), or
+// the Watch saw no change in it.
+func (s *scan) recall(t task) *folder {
+	m, dir := s.mem, t.path
+	f := m.dirs[dir]
 	if f == nil {
 		return nil
 	}
-	var st unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, statxMask, &st) != nil || !f.is(&st) || !s.remembers(f.dev, dir) {
-		return nil
+	if t.known && m.unchanged(dir, f) {
+		f.seq, f.gen = m.seq, m.gen
+		m.recalled.Add(1)
+		m.unlooked.Add(1)
+		return f
 	}
-	s.mem.recalled.Add(1)
+	if m.watching && f.dev == m.rootDev && f.mnt == m.rootMnt && !m.watch.current(f.marked) {
+		// Marked first, then compared: a change after the mark is an
+		// event, one before it moved the ctime.
+		if !m.markAt(dir, f) {
+			return nil
+		}
+	} else {
+		var st unix.Statx_t
+		if unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, statxMask, &st) != nil || !f.is(&st) || !s.remembers(f.dev, dir) {
+			return nil
+		}
+	}
+	if m.watching && f.key != "" && m.watch.current(f.marked) {
+		f.seq = m.seq // unchanged since it was read (its ctime), so since seq
+	}
+	f.gen = m.gen
+	m.recalled.Add(1)
 	return f
 }
+
+// watchScan readies this scan to take folders unlooked: the changes made
+// so far read, the root's device, mount and file system id, and the
+// mount points below it. Without them (a
+// kernel without unique mount ids, before 6.8; a file system the watch
+// does not follow; a root the user may not read) every folder is
+// statx'd, as without a watch.
+func (m *Memory) watchScan() {
+	var st unix.Statx_t
+	var fs unix.Statfs_t
+	err := asuser.Do(m.id, func() error {
+		fd, err := unix.Open(m.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, statxMask, &st); err != nil {
+			return err
+		}
+		if err := unix.Fstatfs(fd, &fs); err != nil {
+			return err
+		}
+		if !watchedFS[int64(fs.Type)] {
+			return errNotWatched
+		}
+		return nil
+	})
+	if err != nil || st.Mask&unix.STATX_MNT_ID_UNIQUE == 0 {
+		return
+	}
+	mounts, err := mountsBelow(m.root)
+	if err != nil {
+		return
+	}
+	// Every change made so far read: a folder marked before now (and
+	// not named since) is as it was read.
+	m.seq = m.watch.sync()
+	m.rootDev, m.rootMnt, m.rootSt, m.fsid, m.mounts = devOf(&st), st.Mnt_id, st, fsidBytes(&fs), mounts
+	m.watching = true
+}
+
+// unchanged says the watch saw no change in f, the folder at dir, since
+// it was read, nor can one have been made unseen: f is of the root's
+// file system and mount, and no mount point is at dir or above it.
+func (m *Memory) unchanged(dir string, f *folder) bool {
+	if !m.watching || f.seq == 0 || f.dev != m.rootDev || f.mnt != m.rootMnt ||
+		f.ids&unix.STATX_MNT_ID_UNIQUE == 0 || !strings.HasPrefix(f.key, string(m.fsid)) {
+		return false
+	}
+	for _, p := range m.mounts {
+		if dir == p || strings.HasPrefix(dir, p+"/") {
+			return false
+		}
+	}
+	return m.watch.unchanged(f.key, f.marked, f.seq)
+}
+
+// follow marks f, a folder of the root's mount open at fd and not yet
+// read, and gives it its key and the scan's seq, when the scan watches.
+func (m *Memory) follow(f *folder, fd int) {
+	if !m.watching || f.dev != m.rootDev || f.mnt != m.rootMnt {
+		return
+	}
+	h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		return
+	}
+	if f.marked, err = m.watch.markDir(fd, ""); err == nil {
+		f.key, f.seq = handleKey(m.fsid, h.Type(), h.Bytes()), m.seq
+	}
+}
+
+// markAt marks the folder at dir and says whether it is still f (by a
+// statx after the mark), giving it its key (a memory from the store has
+// none) and the mark's gen. A folder that cannot be marked is compared
+// all the same.
+func (m *Memory) markAt(dir string, f *folder) bool {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	// "." from fd: fanotify takes no O_PATH descriptor itself.
+	gen, markErr := m.watch.markDir(fd, ".")
+	var st unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, statxMask, &st) != nil || !f.is(&st) {
+		return false
+	}
+	if markErr != nil {
+		return true
+	}
+	if h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
+		f.key, f.marked = handleKey(m.fsid, h.Type(), h.Bytes()), gen
+	}
+	return true
+}
+
+// mountsBelow are the mount points below root in this process's mount
+// namespace (the scan's threads'): a mount, or an unmount, below root
+// makes no event in the folder it covers.
+func mountsBelow(root string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			return nil, errors.New("dirscan: a mount table line it cannot read")
+		}
+		p := unescapeMount(f[4])
+		if strings.HasPrefix(p, root+"/") || (root == "/" && p != "/") {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// unescapeMount undoes the kernel's octal escapes in a mount table's
+// path (a space is \040).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // remembers says whether the file system of device dev (dir is one of
 // its folders) is one of rememberedFS, asking once a scan.
@@ -459,6 +747,7 @@ func encode(w *bytes.Buffer, key string, offset int64, dirs map[string]*folder) 
 		num(f.subvol)
 		num(uint64(f.ids))
 		num(uint64(f.ctime))
+		str(f.key)
 		w.WriteByte(f.hit)
 		num(uint64(len(f.subdirs)))
 		for _, s := range f.subdirs {
@@ -518,6 +807,7 @@ func decode(raw []byte, key string) (map[string]*folder, int64, error) {
 		path := str()
 		f := &all[i]
 		f.dev, f.ino, f.mnt, f.subvol, f.ids, f.ctime = num(), num(), num(), num(), uint32(num()), int64(num())
+		f.key = str()
 		if fail || len(data) == 0 {
 			return nil, 0, bad
 		}

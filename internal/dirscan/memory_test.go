@@ -85,23 +85,35 @@ func rescan(t *testing.T, root, store string, change func()) int {
 	return n
 }
 
-// TestMemoryHidesNoChange: every way a repository can appear in a
-// remembered tree is found by the next scan, and the rest of the tree is
-// taken from the memory (so the test is real).
-func TestMemoryHidesNoChange(t *testing.T) {
-	needRoot(t)
-	cases := []struct {
-		name   string
-		change func(t *testing.T, root, outside string)
-	}{
-		{"nothing", func(*testing.T, string, string) {}},
-		{"git init in a folder", func(t *testing.T, root, _ string) {
+// treeChange is a way a repository can appear in, or leave, a remembered
+// tree: before runs ahead of the first scan, change between the scans.
+type treeChange struct {
+	name           string
+	before, change func(t *testing.T, root, outside string)
+}
+
+// changes are the ways TestMemoryHidesNoChange and TestWatchHidesNoChange
+// try.
+func changes() []treeChange {
+	mount := func(t *testing.T, other, target string) {
+		t.Helper()
+		if err := unix.Mount(other, target, "", unix.MS_BIND, ""); err != nil {
+			t.Skip("no bind mount here:", err)
+		}
+		t.Cleanup(func() { unix.Unmount(target, unix.MNT_DETACH) })
+	}
+	return []treeChange{
+		{name: "nothing", change: func(*testing.T, string, string) {}},
+		{name: "git init in a folder", change: func(t *testing.T, root, _ string) {
 			os.Mkdir(filepath.Join(root, "d03/e07/.git"), 0o755)
 		}},
-		{"a .git file", func(t *testing.T, root, _ string) {
+		{name: "a .git file", change: func(t *testing.T, root, _ string) {
 			os.WriteFile(filepath.Join(root, "d04/e02/.git"), []byte("gitdir: /x\n"), 0o644)
 		}},
-		{"git init, then the folder's times set back", func(t *testing.T, root, _ string) {
+		{name: "a .git symlink", change: func(t *testing.T, root, _ string) {
+			os.Symlink("/x", filepath.Join(root, "d04/e03/.git"))
+		}},
+		{name: "git init, then the folder's times set back", change: func(t *testing.T, root, _ string) {
 			d := filepath.Join(root, "d03/e08")
 			var st unix.Stat_t
 			unix.Lstat(d, &st)
@@ -111,7 +123,7 @@ func TestMemoryHidesNoChange(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"a folder swapped for one holding a repository", func(t *testing.T, root, outside string) {
+		{name: "a folder swapped for one holding a repository", change: func(t *testing.T, root, outside string) {
 			other := filepath.Join(outside, "swap")
 			os.MkdirAll(filepath.Join(other, "deep/.git"), 0o755)
 			os.Rename(filepath.Join(root, "d06/e06"), filepath.Join(outside, "gone"))
@@ -119,33 +131,130 @@ func TestMemoryHidesNoChange(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"a tree moved in", func(t *testing.T, root, outside string) {
+		{name: "two folders swapped by one rename", change: func(t *testing.T, root, _ string) {
+			// e05 holds no repository, e01 does: exchanged, each
+			// folder keeps its inode and entries, only the names move.
+			if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, "d05/e01"), unix.AT_FDCWD, filepath.Join(root, "d05/e05"), unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a tree moved in", change: func(t *testing.T, root, outside string) {
 			other := filepath.Join(outside, "moved")
 			os.MkdirAll(filepath.Join(other, "a/b/.git"), 0o755)
 			if err := os.Rename(other, filepath.Join(root, "d07/e09/moved")); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"a repository removed", func(t *testing.T, root, _ string) {
+		{name: "a repository removed", change: func(t *testing.T, root, _ string) {
 			os.RemoveAll(filepath.Join(root, "d05/e01/.git"))
 		}},
-		{"a folder mounted over", func(t *testing.T, root, outside string) {
+		{name: "a folder mounted over", change: func(t *testing.T, root, outside string) {
 			other := filepath.Join(outside, "mounted")
-			os.MkdirAll(filepath.Join(other, ".git"), 0o755)
-			target := filepath.Join(root, "d08/e03")
-			if err := unix.Mount(other, target, "", unix.MS_BIND, ""); err != nil {
-				t.Skip("no bind mount here:", err)
+			os.MkdirAll(filepath.Join(other, "in/.git"), 0o755)
+			mount(t, other, filepath.Join(root, "d08/e03"))
+		}},
+		{name: "a folder's mount gone", before: func(t *testing.T, root, outside string) {
+			// Remembered as the mount showed it; then the folder below
+			// shows, its repository with it.
+			os.MkdirAll(filepath.Join(root, "d09/e04/in/.git"), 0o755)
+			other := filepath.Join(outside, "mounted")
+			os.MkdirAll(filepath.Join(other, "in"), 0o755)
+			mount(t, other, filepath.Join(root, "d09/e04"))
+		}, change: func(t *testing.T, root, _ string) {
+			if err := unix.Unmount(filepath.Join(root, "d09/e04"), 0); err != nil {
+				t.Fatal(err)
 			}
-			t.Cleanup(func() { unix.Unmount(target, unix.MNT_DETACH) })
+		}},
+		{name: "a mount below a mount gone", before: func(t *testing.T, root, outside string) {
+			other, under := filepath.Join(outside, "mounted"), filepath.Join(outside, "under")
+			os.MkdirAll(filepath.Join(other, "x/y"), 0o755)
+			os.MkdirAll(filepath.Join(under, "z/.git"), 0o755)
+			mount(t, other, filepath.Join(root, "d10/e05"))
+			mount(t, under, filepath.Join(root, "d10/e05/x/y"))
+		}, change: func(t *testing.T, root, _ string) {
+			if err := unix.Unmount(filepath.Join(root, "d10/e05/x/y"), 0); err != nil {
+				t.Fatal(err)
+			}
 		}},
 	}
-	for _, c := range cases {
+}
+
+// TestMemoryHidesNoChange: every way a repository can appear in a
+// remembered tree is found by the next scan, and the rest of the tree is
+// taken from the memory (so the test is real).
+func TestMemoryHidesNoChange(t *testing.T) {
+	needRoot(t)
+	for _, c := range changes() {
 		t.Run(c.name, func(t *testing.T) {
 			root, outside, store := tree(t, 50*time.Millisecond), t.TempDir(), filepath.Join(t.TempDir(), "scans")
+			if c.before != nil {
+				c.before(t, root, outside)
+				time.Sleep(2 * Settle)
+			}
 			n := rescan(t, root, store, func() { c.change(t, root, outside) })
 			// All but the changed folders (a few) and those made since.
 			if n < 300-5 {
 				t.Errorf("the second scan took %d folders from the memory, want most of 300", n)
+			}
+		})
+	}
+}
+
+// TestWatchHidesNoChange: the same with Memories (the daemon's): after a
+// first scan that reads every folder, a second gives its hits again
+// whole (the Watch saw no change: the test is real); a change of each
+// way is found by the third, which walks again (no longer whole) and
+// takes the rest unlooked, and a fourth finds it too.
+func TestWatchHidesNoChange(t *testing.T) {
+	needRoot(t)
+	for _, c := range changes() {
+		t.Run(c.name, func(t *testing.T) {
+			root, outside, store := tree(t, 50*time.Millisecond), t.TempDir(), filepath.Join(t.TempDir(), "scans")
+			if c.before != nil {
+				c.before(t, root, outside)
+				time.Sleep(2 * Settle)
+			}
+			old := keepAfter
+			keepAfter = 0
+			t.Cleanup(func() { keepAfter = old })
+			ms, err := NewMemories(store)
+			if err != nil {
+				t.Fatal("no watch:", err)
+			}
+			defer ms.Close()
+			scan := func() ([]Hit, Stats) {
+				t.Helper()
+				hits, st, err := ms.Scan(me(), root, ".git", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ms.pending.Wait()
+				return hits, st
+			}
+			if _, st := scan(); st.Unlooked != 0 {
+				t.Fatalf("the first scan took %d folders unlooked", st.Unlooked)
+			}
+			// Whole: the root too is taken unlooked; but not with a
+			// mount below the root (its folders have their mount's id).
+			if _, st := scan(); st.Folders < 300 || (c.before == nil && st.Unlooked != st.Folders) || st.Unlooked < 300-5 {
+				t.Fatalf("an unchanged tree: %d of %d folders taken unlooked, want all (given whole, without mounts)", st.Unlooked, st.Folders)
+			}
+			c.change(t, root, outside)
+			want, err := Named(me(), root, ".git", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				got, st := scan()
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("scan %d after the change found\n%v\nwithout a memory\n%v", i+1, got, want)
+				}
+				if i == 0 && c.name != "nothing" && st.Unlooked == st.Folders {
+					t.Errorf("the change was not seen: the scan was given whole")
+				}
+				if st.Unlooked < 300-30 { // the changed folders, and their folders statx'd
+					t.Errorf("scan %d after the change took %d folders unlooked, want most of 300", i+1, st.Unlooked)
+				}
 			}
 		})
 	}
@@ -218,7 +327,7 @@ func TestMemoryForgetsAcrossAClockStepBack(t *testing.T) {
 	m := Recall(store, me(), root, ".git", nil)
 	m.Scan()
 	var buf bytes.Buffer
-	encode(&buf, m.key, clockOffset()+int64(10*time.Second), m.next)
+	encode(&buf, m.key, clockOffset()+int64(10*time.Second), m.dirs)
 	if err := os.WriteFile(filepath.Join(store, m.file()), buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +342,7 @@ func TestMemoryForgetsAcrossAClockStepBack(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	for _, dirs := range []map[string]*folder{
 		{},
-		{"/p": {dev: 8<<32 | 1, ino: 12, mnt: 30, subvol: 256, ids: unix.STATX_MNT_ID_UNIQUE, ctime: 1e18, subdirs: []string{"a", "b"}, hit: hitDir}},
+		{"/p": {dev: 8<<32 | 1, ino: 12, mnt: 30, subvol: 256, ids: unix.STATX_MNT_ID_UNIQUE, ctime: 1e18, subdirs: []string{"a", "b"}, hit: hitDir, key: "\x01\x02"}},
 	} {
 		var buf bytes.Buffer
 		encode(&buf, "k", 12345, dirs)
@@ -347,4 +456,89 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestWatchSeesTheRootSwapped: a root renamed away and another folder
+// put at its path makes no event in any folder the memory has: the
+// root's own identity tells (a mutant that did not compare it gave the
+// old tree's hits whole).
+func TestWatchSeesTheRootSwapped(t *testing.T) {
+	needRoot(t)
+	root := tree(t, 50*time.Millisecond)
+	old := keepAfter
+	keepAfter = 0
+	t.Cleanup(func() { keepAfter = old })
+	ms, err := NewMemories(filepath.Join(t.TempDir(), "scans"))
+	if err != nil {
+		t.Fatal("no watch:", err)
+	}
+	defer ms.Close()
+	for range 2 {
+		if _, _, err := ms.Scan(me(), root, ".git", nil); err != nil {
+			t.Fatal(err)
+		}
+		ms.pending.Wait()
+	}
+	if err := os.Rename(root, root+".old"); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(root, "x/.git"), 0o755)
+	got, _, err := ms.Scan(me(), root, ".git", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Named(me(), root, ".git", nil)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with the root swapped found\n%v\nwithout a memory\n%v", got, want)
+	}
+}
+
+// TestWatchMarksBounded: past maxMarks every mark is removed (the next
+// mark's, here one of another folder): a change made in a folder whose
+// mark went is still found, and the folders are marked again as scans
+// read them, then taken unlooked again.
+func TestWatchMarksBounded(t *testing.T) {
+	needRoot(t)
+	root, other := tree(t, 50*time.Millisecond), t.TempDir()
+	old := keepAfter
+	keepAfter = 0
+	t.Cleanup(func() { keepAfter = old })
+	ms, err := NewMemories(filepath.Join(t.TempDir(), "scans"))
+	if err != nil {
+		t.Fatal("no watch:", err)
+	}
+	defer ms.Close()
+	scan := func(n int) Stats {
+		t.Helper()
+		want, _ := Named(me(), root, ".git", nil)
+		got, st, err := ms.Scan(me(), root, ".git", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms.pending.Wait()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("scan %d found\n%v\nwithout a memory\n%v", n, got, want)
+		}
+		return st
+	}
+	scan(1)
+	if st := scan(2); st.Unlooked != st.Folders {
+		t.Fatalf("an unchanged tree was not given whole (%+v): the test proves nothing", st)
+	}
+	ms.watch.mu.Lock()
+	ms.watch.marks = maxMarks
+	ms.watch.mu.Unlock()
+	fd, err := unix.Open(other, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := ms.watch.markDir(fd, ""); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(root, "d09/e09/.git"), 0o755)
+	scan(3)
+	if st := scan(4); st.Unlooked < 300-1 {
+		t.Errorf("once marked again, %d of %d folders taken unlooked", st.Unlooked, st.Folders)
+	}
 }

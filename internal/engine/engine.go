@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 	"github.com/agent-lock/agent-lock/internal/kernel"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/report"
@@ -58,6 +59,10 @@ type Spec struct {
 	// Throwaway is a cell around a folder made for it and removed after
 	// (the self-test's): nothing of its walks is worth remembering.
 	Throwaway bool
+	// Scan, when set, scans a tree for the engine (the daemon's, which
+	// holds the last walks and follows their changes: dirscan.Memories);
+	// when it fails, or is nil, the engine scans itself.
+	Scan dirscan.Scanner
 	// AllowUnix are the unix sockets the agent may be told of.
 	AllowUnix []string
 	// Views are files to mount over others in the agent's view (the

@@ -74,6 +74,9 @@ type Start struct {
 // (dirscan.Memory).
 type GitWalk struct {
 	Folders, Remembered int
+	// Unlooked: of those remembered, the ones taken without a look (the
+	// daemon's watch saw no change in them: dirscan.Watch).
+	Unlooked int
 }
 
 // Step is one step of a session's start and how long it took, from the

@@ -46,6 +46,7 @@ type jsonStart struct {
 type jsonWalk struct {
 	Folders    int `json:"folders"`
 	Remembered int `json:"remembered"`
+	Unlooked   int `json:"unlooked"`
 }
 
 type jsonStep struct {
@@ -226,7 +227,7 @@ func jsonGitWalk(w *GitWalk) *jsonWalk {
 	if w == nil {
 		return nil
 	}
-	return &jsonWalk{Folders: w.Folders, Remembered: w.Remembered}
+	return &jsonWalk{Folders: w.Folders, Remembered: w.Remembered, Unlooked: w.Unlooked}
 }
 
 func (j *jsonWriter) Escape(e Event) error { return j.event(TypeEscape, e) }
@@ -468,7 +469,7 @@ func (js jsonStart) model() (Start, error) {
 	}
 	s.AgentLockPID, s.AgentLockStart = js.ALPID, js.ALStart
 	if js.GitWalk != nil {
-		s.GitWalk = &GitWalk{Folders: js.GitWalk.Folders, Remembered: js.GitWalk.Remembered}
+		s.GitWalk = &GitWalk{Folders: js.GitWalk.Folders, Remembered: js.GitWalk.Remembered, Unlooked: js.GitWalk.Unlooked}
 	}
 	if s.TmpDir, err = raw("tmpdir", js.TmpDir, js.TmpDirB64); err != nil {
 		return Start{}, err

@@ -104,7 +104,7 @@ func TestJSONRoundTrip(t *testing.T) {
 		PID: 4242, User: "a", UID: 1001, Version: "dev", Kernel: "6.12.0", Engine: "bpf-lsm", TmpDir: "/tmp/t",
 		LoadTime: 2345678901, AgentLockPID: 4240, AgentLockStart: 123456789,
 		Steps:   []Step{{Name: "plan", Time: 12345}, {Name: "load", Time: 2345678901}, {Name: "exec", Time: 1}},
-		GitWalk: &GitWalk{Folders: 20053, Remembered: 20000}}
+		GitWalk: &GitWalk{Folders: 20053, Remembered: 20000, Unlooked: 19999}}
 	events := []Event{
 		{Time: t0, PID: 1, TID: 2, Comm: "cat", Op: "read", Path: "/etc/shadow", Verdict: Blocked, Sensitive: true},
 		{Time: t0.Add(time.Nanosecond), PID: 3, TID: 3, Comm: "mv", Op: "rename", Path: "/a\x1b[31m", Path2: "/b\u202e", Verdict: Allowed},

@@ -129,7 +129,7 @@ func (r *run) open(ctx context.Context) error {
 	// BPF code) so that a live view shows the agent's work, not only its
 	// escapes.
 	s := engine.Spec{Audit: o.Audit, TTYs: ttys, TTYPaths: ttyNames, StreamInBounds: true,
-		User: agent.ID(), BestEffort: o.BestEffort, AllowUnix: o.AllowUnix}
+		User: agent.ID(), BestEffort: o.BestEffort, AllowUnix: o.AllowUnix, Scan: o.Scan}
 	r.pol = r.plan.Policy
 	r.pol.TmpDir = tmp
 	view, removeCopies := shellSetup(agent, &r.pol, warn)

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-lock/agent-lock/internal/asuser"
+	"github.com/agent-lock/agent-lock/internal/dirscan"
 	"github.com/agent-lock/agent-lock/internal/engine"
 	"github.com/agent-lock/agent-lock/internal/engine/bpflsm"
 	"github.com/agent-lock/agent-lock/internal/kernel"
@@ -65,6 +66,9 @@ type Options struct {
 	// Started, when set, is called once the agent runs (its start's
 	// steps done): the daemon loads the next session's programs then.
 	Started func()
+	// Scan, when set, scans the project for the engine (the daemon's,
+	// for a session it started ahead: engine.Spec.Scan).
+	Scan dirscan.Scanner
 	// Plan, when set, is the session's plan, made already by Prepare
 	// for these options: the report's place depends on it, and a start
 	// that made it twice would pay for it twice.

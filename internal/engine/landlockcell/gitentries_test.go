@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agent-lock/agent-lock/internal/dirscan"
 	"github.com/agent-lock/agent-lock/internal/policy"
 	"github.com/agent-lock/agent-lock/internal/tripwire"
 )
@@ -182,35 +181,4 @@ func TestGrantRoots(t *testing.T) {
 // self is this process's user, as whom the tests read.
 func self() asuser.ID {
 	return asuser.ID{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}
-}
-
-// TestGitEntriesTakesOnlyItsOwnMemory: a memory recalled for another
-// folder (or user, or skips) is not the walk of this one: gitEntries walks
-// as without one, and the memory stays unscanned.
-func TestGitEntriesTakesOnlyItsOwnMemory(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the memory is root's")
-	}
-	dir, other := t.TempDir(), t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "a/nest/.git/hooks"), 0o755)
-	want, _, _, err := gitEntries(self(), dir, nil)
-	if err != nil || len(want) == 0 {
-		t.Fatalf("no entries without a memory (%v): the test would prove nothing", err)
-	}
-	for _, mem := range []*dirscan.Memory{
-		dirscan.Recall(t.TempDir(), self(), other, ".git", nil),
-		dirscan.Recall(t.TempDir(), asuser.ID{UID: 4242, GID: 4242}, dir, ".git", nil),
-		dirscan.Recall(t.TempDir(), self(), dir, ".git", []string{other}),
-	} {
-		got, _, _, err := gitEntries(self(), dir, mem)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.EqualFunc(got, want, func(a, b tripwire.Entry) bool { return a == b }) {
-			t.Errorf("with another walk's memory: %v, want %v", got, want)
-		}
-		if folders, _ := mem.Recalled(); folders != 0 {
-			t.Errorf("another walk's memory was scanned (%d folders)", folders)
-		}
-	}
 }

@@ -71,7 +71,11 @@ func (e Engine) Load(f kernel.Facts, s engine.Spec) engine.Opening {
 		return refused{err}
 	}
 	// The walk for git's files begins now, beside the network's making.
-	walk := walkGit(s.Policy, s.Rules, s.User, !s.Throwaway)
+	scan := s.Scan
+	if s.Throwaway {
+		scan = nil // nothing of it worth the daemon's memory
+	}
+	walk := walkGit(s.Policy, s.Rules, s.User, !s.Throwaway, scan)
 	if e.Alone {
 		return &opening{f: f, s: s, ports: e.Ports, walk: walk}
 	}

@@ -175,6 +175,13 @@ func (t *tripwireRun) keeps(path string) bool {
 // next session's start takes the unchanged folders from.
 var scanMemories = "/run/agent-lock/scans"
 
+// Memories are the walks a daemon holds for the sessions it starts
+// (engine.Spec.Scan): kept in scanMemories too, for a session it does
+// not start and its own next start.
+func Memories() (*dirscan.Memories, error) {
+	return dirscan.NewMemories(scanMemories)
+}
+
 // maxGitRepos bounds the repositories below DIR whose git files the
 // tripwire keeps: each costs a few watches and its hooks' contents.
 const maxGitRepos = 64
@@ -186,10 +193,10 @@ const maxGitRepos = 64
 // every git directory found, DIR's own included. It leaves out the trees
 // of skip (the other roots' own). It runs as the user id (the caller's
 // thread for the few reads of DIR's own .git, dirscan's for the walk),
-// and returns how many repositories it left out past maxGitRepos. With
-// mem (recalled for id, dir, ".git" and skip) the walk takes the folders
-// unchanged since the last session's from it.
-func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (out []tripwire.Entry, more int, unread []string, err error) {
+// and returns how many repositories it left out past maxGitRepos. scan
+// is the walk for the .git entries below dir (nil: dirscan.Named's, for
+// id, dir, ".git" and skip; or a memory's for the same).
+func gitEntries(id asuser.ID, dir string, scan func() ([]dirscan.Hit, error), skip ...string) (out []tripwire.Entry, more int, unread []string, err error) {
 	var repos int
 	add := func(path, rule string, dirOnly bool) {
 		out = append(out, tripwire.Entry{Root: dir, Path: path, DirOnly: dirOnly, Rule: "protected " + rule})
@@ -219,12 +226,10 @@ func gitEntries(id asuser.ID, dir string, mem *dirscan.Memory, skip ...string) (
 	if st, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && st.IsDir() {
 		links(".git")
 	}
-	var hits []dirscan.Hit
-	if mem != nil && mem.Of(id, dir, ".git", skip) {
-		hits, err = mem.Scan()
-	} else {
-		hits, err = dirscan.Named(id, dir, ".git", skip)
+	if scan == nil {
+		scan = func() ([]dirscan.Hit, error) { return dirscan.Named(id, dir, ".git", skip) }
 	}
+	hits, err := scan()
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -365,17 +370,17 @@ type gitWalk struct {
 // walkGit begins the walk for p and rules, as the user id.
 // With remember, a session run as root takes the folders unchanged since
 // the last session's walk from its memory, and keeps one for the next.
-func walkGit(p policy.Policy, rules []spec.Rule, id asuser.ID, remember bool) *gitWalk {
+func walkGit(p policy.Policy, rules []spec.Rule, id asuser.ID, remember bool, scan dirscan.Scanner) *gitWalk {
 	// A second of margin: a file system's clock is coarser than ours.
 	w := &gitWalk{done: make(chan struct{}), since: time.Now().Add(-time.Second), gitDirs: map[string]uint64{}}
 	go func() {
 		defer close(w.done)
-		w.err = w.walk(p, rules, id, remember && os.Geteuid() == 0)
+		w.err = w.walk(p, rules, id, remember && os.Geteuid() == 0, scan)
 	}()
 	return w
 }
 
-func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID, remember bool) error {
+func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID, remember bool, scan dirscan.Scanner) error {
 	entries := TripwireEntries(p, rules)
 	w.roots = append([]string{p.Dir}, grantRoots(p, rules)...)
 	for _, g := range broadGrants(p, rules) {
@@ -387,15 +392,33 @@ func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID, remembe
 		var more int
 		var unread []string
 		var scanErr error
-		// The last session's walk of root, if this one runs as root
-		// (root's own files, read and written on this goroutine's
-		// thread, not the user's: dirscan.Memory).
+		// The daemon's scan, when it serves this session: it holds the
+		// last walk, and saw what changed since. Otherwise the last
+		// session's walk of root, if this one runs as root (root's own
+		// files, read and written on this goroutine's thread, not the
+		// user's: dirscan.Memory).
+		var stats *dirscan.Stats
+		var walkRoot func() ([]dirscan.Hit, error)
+		if scan != nil {
+			if hits, st, err := scan(id, root, ".git", w.roots); err == nil {
+				stats = &st
+				walkRoot = func() ([]dirscan.Hit, error) { return hits, nil }
+			}
+		}
 		var mem *dirscan.Memory
-		if remember {
+		if walkRoot == nil && remember {
 			mem = dirscan.Recall(scanMemories, id, root, ".git", w.roots)
+			walkRoot = func() ([]dirscan.Hit, error) {
+				hits, err := mem.Scan()
+				if err == nil {
+					folders, recalled := mem.Recalled()
+					stats = &dirscan.Stats{Folders: folders, Remembered: recalled}
+				}
+				return hits, err
+			}
 		}
 		err := asuser.Do(id, func() error {
-			if nested, more, unread, scanErr = gitEntries(id, root, mem, w.roots...); scanErr != nil {
+			if nested, more, unread, scanErr = gitEntries(id, root, walkRoot, w.roots...); scanErr != nil {
 				return nil
 			}
 			maps.Copy(w.gitDirs, gitDirInodes(root, nested))
@@ -414,13 +437,15 @@ func (w *gitWalk) walk(p policy.Policy, rules []spec.Rule, id asuser.ID, remembe
 				return e.Root == root && strings.HasPrefix(e.Path, ".git/")
 			})
 		}
-		if mem != nil {
+		if stats != nil {
 			if w.stats == nil {
 				w.stats = &report.GitWalk{}
 			}
-			folders, recalled := mem.Recalled()
-			w.stats.Folders += folders
-			w.stats.Remembered += recalled
+			w.stats.Folders += stats.Folders
+			w.stats.Remembered += stats.Remembered
+			w.stats.Unlooked += stats.Unlooked
+		}
+		if mem != nil {
 			// Beside the rest of the start, as root; the cell's Close
 			// waits for it. Not kept (/run not writable), it costs the
 			// next start a whole walk, nothing else: not worth a
