@@ -836,7 +836,8 @@ func (b *bench) startupAlone(ctx context.Context, kernel string) error {
 
 // startupDaemon: the start of a session the test user asks the daemon
 // for (no sudo: issue 18's path), from invoking agent-lock to the
-// command's first instruction, against starting it directly, in turns.
+// command's first instruction, against starting it directly, in turns,
+// a file saved in the project between two sessions.
 // The daemon is started once, before the first round, and each round
 // waits for the daemon's programs loaded ahead of the next session (its
 // log says when): the start of a session that does not follow another
@@ -852,7 +853,17 @@ func (b *bench) startupDaemon(ctx context.Context, kernel string) error {
 	r := *b.r
 	r.Daemon = sock
 	sessions := 0
+	// Between two sessions the user works: a file saved in one folder,
+	// as an editor saves (its folder changes: the daemon's walk reads it
+	// again, and cannot give the last walk whole).
+	saved := 0
 	ready := func() error {
+		old := filepath.Join(b.dir, "d01", fmt.Sprintf("saved-%d.txt", saved))
+		saved++
+		if err := b.r.User.WriteFile(filepath.Join(b.dir, "d01", fmt.Sprintf("saved-%d.txt", saved)), "saved\n", 0o644); err != nil {
+			return err
+		}
+		os.Remove(old)
 		for range 600 {
 			// Ready since the last session took the one before.
 			l := log()
