@@ -59,6 +59,9 @@ func TestStandbyScan(t *testing.T) {
 	if _, _, err := s.Scan(asuser.ID{UID: 0, GID: 0}, "/p", ".git", nil); err == nil {
 		t.Error("a scan as root for a session of 4242 was answered")
 	}
+	if _, _, err := s.Scan(asuser.ID{UID: 4242, GID: 4242, Groups: []uint32{0}}, "/p", ".git", nil); err == nil {
+		t.Error("a scan with root's group for a session of 4242 without it was answered")
+	}
 
 	old := scanBound
 	scanBound = 200 * time.Millisecond

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -118,8 +119,8 @@ func answerScan(scan dirscan.Scanner, c Caller, a *scanAsk) scanAnswer {
 	if scan == nil {
 		return scanAnswer{Seq: a.Seq, Err: "this daemon scans nothing"}
 	}
-	if a.UID != c.UID || a.GID != c.GID {
-		return scanAnswer{Seq: a.Seq, Err: fmt.Sprintf("a scan as %d:%d for a session of %d:%d", a.UID, a.GID, c.UID, c.GID)}
+	if a.UID != c.UID || a.GID != c.GID || !slices.Equal(a.Groups, c.Groups) {
+		return scanAnswer{Seq: a.Seq, Err: fmt.Sprintf("a scan as %d:%d %v for a session of %d:%d %v", a.UID, a.GID, a.Groups, c.UID, c.GID, c.Groups)}
 	}
 	skip := make([]string, len(a.Skip))
 	for i, s := range a.Skip {
@@ -369,7 +370,16 @@ func (sb *standby) follow(scan dirscan.Scanner, c Caller) {
 		if ask := n.Scan; ask != nil {
 			// One at a time (the standby waits for each answer, and
 			// asks no more once one failed): writes do not interleave.
-			go func() { writeFrame(sb.c, answerScan(scan, c, ask)) }()
+			go func() {
+				defer func() {
+					// A scan's fault is one session's: it walks
+					// itself; the daemon serves the others.
+					if r := recover(); r != nil {
+						writeFrame(sb.c, scanAnswer{Seq: ask.Seq, Err: fmt.Sprint("the daemon's scan failed: ", r)})
+					}
+				}()
+				writeFrame(sb.c, answerScan(scan, c, ask))
+			}()
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package dirscan
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -28,6 +29,10 @@ type Memories struct {
 	store string
 	watch *Watch // nil: every remembered folder is statx'd
 
+	// scanning bounds the scans under way (a tree's folders that never
+	// answer, a hung mount, would hold a scan's threads for ever).
+	scanning chan struct{}
+
 	mu   sync.Mutex
 	held map[string]*held // by keyOf
 	// pending: the Keeps under way (keepAfter).
@@ -38,9 +43,10 @@ type Memories struct {
 var keepAfter = 2 * time.Second
 
 type held struct {
-	mu   sync.Mutex // one scan at a time, and Keep
-	m    *Memory
-	used time.Time
+	mu       sync.Mutex // one scan at a time, and Keep
+	m        *Memory
+	used     time.Time
+	scanning bool // (Memories.mu)
 }
 
 // Bounds on what Memories hold: memories, and their folders in all
@@ -51,11 +57,18 @@ const (
 	maxHeldFolders = 300_000
 )
 
+// ErrBusy says a scan was not made: as many are under way as Memories
+// make at once, or one of the same tree. The caller walks itself.
+var ErrBusy = errors.New("dirscan: the daemon is busy with other scans")
+
+// maxScanning bounds Memories' scans under way.
+const maxScanning = 2
+
 // NewMemories holds memories kept in store; its error, when not nil, says
 // why they are not followed by a Watch (they still serve).
 func NewMemories(store string) (*Memories, error) {
 	w, err := NewWatch()
-	return &Memories{store: store, watch: w, held: map[string]*held{}}, err
+	return &Memories{store: store, watch: w, held: map[string]*held{}, scanning: make(chan struct{}, maxScanning)}, err
 }
 
 // Close stops the Watch, once the memories are kept.
@@ -70,6 +83,12 @@ func (ms *Memories) Close() {
 // tree for the same user, name and skips, held or recalled from the
 // store, and keeps what it read (in the store after it returns).
 func (ms *Memories) Scan(id asuser.ID, root, name string, skip []string) ([]Hit, Stats, error) {
+	select {
+	case ms.scanning <- struct{}{}:
+		defer func() { <-ms.scanning }()
+	default:
+		return nil, Stats{}, ErrBusy
+	}
 	of := keyOf(id, root, name, skip)
 	ms.mu.Lock()
 	h := ms.held[of]
@@ -77,10 +96,20 @@ func (ms *Memories) Scan(id asuser.ID, root, name string, skip []string) ([]Hit,
 		h = &held{}
 		ms.held[of] = h
 	}
+	if h.scanning {
+		ms.mu.Unlock()
+		return nil, Stats{}, ErrBusy // of the same tree: a session's own walk
+	}
+	h.scanning = true
 	h.used = time.Now()
 	ms.mu.Unlock()
+	defer func() {
+		ms.mu.Lock()
+		h.scanning = false
+		ms.mu.Unlock()
+	}()
 
-	h.mu.Lock()
+	h.mu.Lock() // a Keep's at most, short: a scan's is not waited for
 	if h.m == nil {
 		h.m = Recall(ms.store, id, root, name, skip)
 		h.m.watch = ms.watch

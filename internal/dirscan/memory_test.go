@@ -542,3 +542,21 @@ func TestWatchMarksBounded(t *testing.T) {
 		t.Errorf("once marked again, %d of %d folders taken unlooked", st.Unlooked, st.Folders)
 	}
 }
+
+// TestMemoriesBusy: a scan of a tree whose last scan is still under way,
+// or past maxScanning scans under way, is not made (ErrBusy: the session
+// walks itself); a tree's folder that never answers holds no more.
+func TestMemoriesBusy(t *testing.T) {
+	ms := &Memories{held: map[string]*held{}, scanning: make(chan struct{}, maxScanning)}
+	of := keyOf(me(), "/p", ".git", nil)
+	ms.held[of] = &held{scanning: true}
+	if _, _, err := ms.Scan(me(), "/p", ".git", nil); err != ErrBusy {
+		t.Errorf("a scan of a tree being scanned: %v, want ErrBusy", err)
+	}
+	for range maxScanning {
+		ms.scanning <- struct{}{}
+	}
+	if _, _, err := ms.Scan(me(), "/q", ".git", nil); err != ErrBusy {
+		t.Errorf("a scan past maxScanning: %v, want ErrBusy", err)
+	}
+}
