@@ -589,13 +589,24 @@ func (m *Memory) follow(f *folder, fd int) {
 	if !m.watching || f.dev != m.rootDev || f.mnt != m.rootMnt {
 		return
 	}
-	h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
-	if err != nil {
+	key := m.keyOfFD(fd)
+	if key == "" {
 		return
 	}
+	var err error
 	if f.marked, err = m.watch.markDir(fd, ""); err == nil {
-		f.key, f.seq = handleKey(m.fsid, h.Type(), h.Bytes()), m.seq
+		f.key, f.seq = key, m.seq
 	}
+}
+
+// keyOfFD is the key of the folder open at fd, of the root's file
+// system ("" if it has no handle).
+func (m *Memory) keyOfFD(fd int) string {
+	h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		return ""
+	}
+	return handleKey(m.fsid, h.Type(), h.Bytes())
 }
 
 // markAt marks the folder at dir and says whether it is still f (by a
@@ -617,8 +628,8 @@ func (m *Memory) markAt(dir string, f *folder) bool {
 	if markErr != nil {
 		return true
 	}
-	if h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
-		f.key, f.marked = handleKey(m.fsid, h.Type(), h.Bytes()), gen
+	if key := m.keyOfFD(fd); key != "" {
+		f.key, f.marked = key, gen
 	}
 	return true
 }

@@ -92,6 +92,33 @@ type treeChange struct {
 	before, change func(t *testing.T, root, outside string)
 }
 
+// tree makes the remembered tree for c, and the folder outside it the
+// change may use, with what c.before does done and settled, and a store.
+func (c treeChange) tree(t *testing.T) (root, outside, store string) {
+	t.Helper()
+	root, outside, store = tree(t, 50*time.Millisecond), t.TempDir(), filepath.Join(t.TempDir(), "scans")
+	if c.before != nil {
+		c.before(t, root, outside)
+		time.Sleep(2 * Settle)
+	}
+	return root, outside, store
+}
+
+// watching are Memories kept in store, with a Watch, which keep a scan
+// at once (keepAfter), and close with the test.
+func watching(t *testing.T, store string) *Memories {
+	t.Helper()
+	old := keepAfter
+	keepAfter = 0
+	t.Cleanup(func() { keepAfter = old })
+	ms, err := NewMemories(store)
+	if err != nil {
+		t.Fatal("no watch:", err)
+	}
+	t.Cleanup(ms.Close)
+	return ms
+}
+
 // changes are the ways TestMemoryHidesNoChange and TestWatchHidesNoChange
 // try.
 func changes() []treeChange {
@@ -186,11 +213,7 @@ func TestMemoryHidesNoChange(t *testing.T) {
 	needRoot(t)
 	for _, c := range changes() {
 		t.Run(c.name, func(t *testing.T) {
-			root, outside, store := tree(t, 50*time.Millisecond), t.TempDir(), filepath.Join(t.TempDir(), "scans")
-			if c.before != nil {
-				c.before(t, root, outside)
-				time.Sleep(2 * Settle)
-			}
+			root, outside, store := c.tree(t)
 			n := rescan(t, root, store, func() { c.change(t, root, outside) })
 			// All but the changed folders (a few) and those made since.
 			if n < 300-5 {
@@ -209,19 +232,8 @@ func TestWatchHidesNoChange(t *testing.T) {
 	needRoot(t)
 	for _, c := range changes() {
 		t.Run(c.name, func(t *testing.T) {
-			root, outside, store := tree(t, 50*time.Millisecond), t.TempDir(), filepath.Join(t.TempDir(), "scans")
-			if c.before != nil {
-				c.before(t, root, outside)
-				time.Sleep(2 * Settle)
-			}
-			old := keepAfter
-			keepAfter = 0
-			t.Cleanup(func() { keepAfter = old })
-			ms, err := NewMemories(store)
-			if err != nil {
-				t.Fatal("no watch:", err)
-			}
-			defer ms.Close()
+			root, outside, store := c.tree(t)
+			ms := watching(t, store)
 			scan := func() ([]Hit, Stats) {
 				t.Helper()
 				hits, st, err := ms.Scan(me(), root, ".git", nil)
@@ -465,14 +477,7 @@ func must[T any](v T, err error) T {
 func TestWatchSeesTheRootSwapped(t *testing.T) {
 	needRoot(t)
 	root := tree(t, 50*time.Millisecond)
-	old := keepAfter
-	keepAfter = 0
-	t.Cleanup(func() { keepAfter = old })
-	ms, err := NewMemories(filepath.Join(t.TempDir(), "scans"))
-	if err != nil {
-		t.Fatal("no watch:", err)
-	}
-	defer ms.Close()
+	ms := watching(t, filepath.Join(t.TempDir(), "scans"))
 	for range 2 {
 		if _, _, err := ms.Scan(me(), root, ".git", nil); err != nil {
 			t.Fatal(err)
@@ -500,14 +505,7 @@ func TestWatchSeesTheRootSwapped(t *testing.T) {
 func TestWatchMarksBounded(t *testing.T) {
 	needRoot(t)
 	root, other := tree(t, 50*time.Millisecond), t.TempDir()
-	old := keepAfter
-	keepAfter = 0
-	t.Cleanup(func() { keepAfter = old })
-	ms, err := NewMemories(filepath.Join(t.TempDir(), "scans"))
-	if err != nil {
-		t.Fatal("no watch:", err)
-	}
-	defer ms.Close()
+	ms := watching(t, filepath.Join(t.TempDir(), "scans"))
 	scan := func(n int) Stats {
 		t.Helper()
 		want, _ := Named(me(), root, ".git", nil)
