@@ -27,12 +27,28 @@ native=${NATIVE:-bash test/native.sh}
 declare -A status lane_of
 trap 'echo "matrix: stopped: ending the lanes"; for p in "${!lane_of[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done; wait; exit 130' INT TERM
 
+# Each lane's output is kept too: lanes print side by side, so a failed
+# lane's recap (vmtest's "what failed:", native.sh's "what failed,
+# again:") is buried by the others', and CI shows only the last lines of
+# the run. They are printed again at the very end.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
 # lane NAME CMD...: starts CMD as lane NAME.
 lane() {
 	local name=$1
 	shift
-	setsid "$@" &
+	setsid bash -c '"${@:2}" 2>&1 | tee "$1"; exit "${PIPESTATUS[0]}"' lane "$logs/$name" "$@" &
 	lane_of[$!]=$name
+}
+
+# recap NAME: what lane NAME's suites said failed (its last lines if none
+# did: a lane that timed out prints no recap).
+recap() {
+	local log="$logs/$1" lines
+	lines=$(sed -n '/what failed/,$p' "$log" | grep -v '^$' | head -16)
+	[ -n "$lines" ] || lines=$(tail -8 "$log")
+	printf '%s\n' "$lines" | sed "s/^/matrix: $1: /"
 }
 
 # ended PID RC: lane PID ended with RC.
@@ -57,13 +73,16 @@ for pid in "${!lane_of[@]}"; do
 	ended "$pid" $?
 done
 
-failed=0
+failed=()
 for what in "guests $lane_a" "guests $lane_b" native; do
 	if [ "${status[$what]:-1}" -ne 0 ]; then
 		echo "matrix: FAIL $what (exit ${status[$what]:-none})"
-		failed=1
+		failed+=("$what")
 	else
 		echo "matrix: PASS $what"
 	fi
 done
-exit $failed
+for what in "${failed[@]}"; do
+	recap "$what"
+done
+[ "${#failed[@]}" -eq 0 ]
