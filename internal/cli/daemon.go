@@ -164,8 +164,14 @@ func daemonStandby(ctx context.Context, stderr io.Writer) int {
 	if err := session.StartReaperAhead(); err != nil {
 		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: its reaper (its session starts one): %v\n", err)
 	}
-	// And its network's self-test, moved into the cell once it exists.
-	if err := netcell.StartProbeAhead(); err != nil {
+	// And its cell's cgroup, with its network's self-test in it.
+	cgroupFD, dropCgroup, err := session.MakeCgroupAhead()
+	if err != nil {
+		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: its cgroup (its session makes one): %v\n", err)
+	} else {
+		defer dropCgroup()
+	}
+	if err := netcell.StartProbeAhead(cgroupFD); err != nil {
 		fmt.Fprintf(stderr, "agent-lock daemon: a session started ahead: its network self-test (its session starts one): %v\n", err)
 	}
 	if ctx.Err() != nil || sb.Ready() != nil {

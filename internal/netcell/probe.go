@@ -172,15 +172,42 @@ type readyProbe struct {
 	// it): until then its pid is its own, and no other process's can be
 	// moved into the cell for it.
 	exited chan struct{}
+	// cgroup is the inode of the cgroup it was moved into ahead, 0 if
+	// none.
+	cgroup uint64
+}
+
+// moveInto moves process pid into the cgroup cgroupFD.
+func moveInto(cgroupFD, pid int) error {
+	fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(strconv.Itoa(pid)))
+	return err
+}
+
+// cgroupIno is the inode of the cgroup cgroupFD (its id), 0 if unknown.
+func cgroupIno(cgroupFD int) uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(cgroupFD, &st) != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // StartProbeAhead starts the network self-test of this process's next
-// cell now, to be moved into the cell once it exists: a daemon's session
-// started ahead (daemon.Standby) does it while no request waits, so that
-// the probe's start (a Go process's, a tenth of a second under emulation)
-// is not part of the session's. A probe never needed ends with this
-// process.
-func StartProbeAhead() error {
+// cell now: a daemon's session started ahead (daemon.Standby) does it
+// while no request waits, so that the probe's start (a Go process's, a
+// tenth of a second under emulation) is not part of the session's. When
+// cgroupFD is the next cell's cgroup, made ahead too, the probe is moved
+// into it now: a move into a cgroup waits for an RCU grace period (5 to 11
+// ms of a start, measured natively, where the hierarchy is not mounted
+// favordynmods); else, or should the move fail, it is moved once the cell
+// exists. Until told what to check it makes no socket. A probe never
+// needed ends with this process.
+func StartProbeAhead(cgroupFD int) error {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
@@ -217,6 +244,9 @@ func StartProbeAhead() error {
 		w.Close()
 		return fmt.Errorf("the network self-test did not start: %w", err)
 	}
+	if cgroupFD >= 0 && moveInto(cgroupFD, p.cmd.Process.Pid) == nil {
+		p.cgroup = cgroupIno(cgroupFD)
+	}
 	probeAhead.Lock()
 	defer probeAhead.Unlock()
 	if old := probeAhead.p; old != nil {
@@ -234,9 +264,10 @@ func takeProbeAhead() *readyProbe {
 	return p
 }
 
-// run moves the probe into the cell (cgroupFD), and only then tells it
-// what to check: every socket it makes is the cell's. It returns what it
-// wrote once it ended, and whether it was asked (moved and told).
+// run moves the probe into the cell (cgroupFD), unless it was moved there
+// ahead, and only then tells it what to check: every socket it makes is
+// the cell's. It returns what it wrote once it ended, and whether it was
+// asked (moved and told).
 func (p *readyProbe) run(ctx context.Context, cgroupFD int, args []string) (stdout, stderr string, asked bool, err error) {
 	defer p.in.Close()
 	select {
@@ -245,10 +276,10 @@ func (p *readyProbe) run(ctx context.Context, cgroupFD int, args []string) (stdo
 		return "", "", false, errors.New("the probe started ahead ended")
 	default:
 	}
-	fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		_, err = unix.Write(fd, []byte(strconv.Itoa(p.cmd.Process.Pid)))
-		unix.Close(fd)
+	// The cell's cgroup, held open by the session, keeps its inode: an
+	// equal one is the same cgroup.
+	if ino := cgroupIno(cgroupFD); ino == 0 || ino != p.cgroup {
+		err = moveInto(cgroupFD, p.cmd.Process.Pid)
 	}
 	if err != nil {
 		p.cmd.Process.Kill()

@@ -112,9 +112,17 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 		return nil, err
 	}
 	sweep(facts.Cgroup2, warn)
-	cg, err := newCgroup(facts.Cgroup2)
-	if err != nil {
-		return nil, err
+	// Made ahead, by a daemon's session started ahead, with the network's
+	// self-test in it.
+	var cg *cgroup
+	if !s.Throwaway {
+		cg = takeCgroupAhead(facts.Cgroup2)
+	}
+	if cg == nil {
+		var err error
+		if cg, err = newCgroup(facts.Cgroup2); err != nil {
+			return nil, err
+		}
 	}
 	s.Cgroup = engine.Cgroup{ID: cg.ID, Path: cg.Path, FD: cg.FD()}
 	s.PinDir = func() string { return pinDir(cg.Path, warn) }

@@ -11,10 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-lock/agent-lock/internal/kernel"
 )
 
 // cgroup is the jail's membership: a fresh cgroup v2 directory, owned by root
@@ -55,6 +58,62 @@ func newCgroup(mount string) (*cgroup, error) {
 	// A cgroup's id, as bpf_get_current_cgroup_id() returns it, is the
 	// inode number of its directory.
 	return &cgroup{Path: p, ID: st.Ino, dir: dir}, nil
+}
+
+// cgroupAhead is the cgroup of this process's next cell, made ahead
+// (MakeCgroupAhead).
+var cgroupAhead struct {
+	sync.Mutex
+	cg *cgroup
+}
+
+// MakeCgroupAhead makes the cgroup of this process's next cell now: a
+// daemon's session started ahead (daemon.Standby) does it while no
+// request waits, so that its network self-test can be moved into it
+// ahead (netcell.StartProbeAhead). It returns the cgroup's descriptor and
+// what removes it, killing what is in it, unless a cell took it (for the
+// process's end; a killed process's is swept like a session's).
+func MakeCgroupAhead() (fd int, drop func(), err error) {
+	facts, err := kernel.Probe()
+	if err != nil {
+		return -1, nil, err
+	}
+	cg, err := newCgroup(facts.Cgroup2)
+	if err != nil {
+		return -1, nil, err
+	}
+	cgroupAhead.Lock()
+	defer cgroupAhead.Unlock()
+	if old := cgroupAhead.cg; old != nil {
+		old.drop()
+	}
+	cgroupAhead.cg = cg
+	return cg.FD(), func() {
+		cgroupAhead.Lock()
+		defer cgroupAhead.Unlock()
+		if cgroupAhead.cg == cg {
+			cgroupAhead.cg = nil
+			cg.drop()
+		}
+	}, nil
+}
+
+// takeCgroupAhead takes the cgroup made ahead under mount, if any.
+func takeCgroupAhead(mount string) *cgroup {
+	cgroupAhead.Lock()
+	defer cgroupAhead.Unlock()
+	cg := cgroupAhead.cg
+	if cg == nil || filepath.Dir(filepath.Dir(cg.Path)) != mount {
+		return nil
+	}
+	cgroupAhead.cg = nil
+	return cg
+}
+
+// drop kills what is in c, removes it and closes it.
+func (c *cgroup) drop() {
+	killCgroup(c.Path, 10*time.Second)
+	c.Close()
 }
 
 // FD is the descriptor for clone3(CLONE_INTO_CGROUP).
