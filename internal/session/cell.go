@@ -155,15 +155,15 @@ func openCell(facts kernel.Facts, name string, s engine.Spec, np netpolicy.Polic
 	steps = append(steps, report.Step{Name: "network", Time: max(network, 0)})
 	if err != nil {
 		abandon()
-		cg.Close()
-		os.Remove(cg.Path)
+		// Killing what is in it: the network's self-test, moved in
+		// ahead, may be there still.
+		cg.drop()
 		return nil, err
 	}
 	ec, err := open()
 	if err != nil {
 		nc.Close()
-		cg.Close()
-		os.Remove(cg.Path)
+		cg.drop()
 		return nil, err
 	}
 	// The engine's own steps, and what it did besides them.

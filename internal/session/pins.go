@@ -82,11 +82,22 @@ func sweep(cgMount string, warn warner) {
 			warn("a cell left by agent-lock %d, which was killed: %v", pid, err)
 			continue
 		}
+		pinned := false
 		if pins != "" {
-			os.RemoveAll(filepath.Join(pins, e.Name()))
-			os.RemoveAll(filepath.Join(pins, e.Name()+netPinSuffix))
+			for _, p := range []string{filepath.Join(pins, e.Name()), filepath.Join(pins, e.Name()+netPinSuffix)} {
+				if _, err := os.Lstat(p); err == nil {
+					pinned = true
+				}
+				os.RemoveAll(p)
+			}
 		}
-		warn("cleaned up after agent-lock %d, which was killed: %d process(es) of its cell killed, still confined", pid, procs)
+		// An empty cgroup with nothing pinned on it confined nothing: a
+		// daemon's session started ahead, killed before any request,
+		// leaves one (MakeCgroupAhead). Not worth a word to whoever's
+		// session swept it.
+		if procs > 0 || pinned {
+			warn("cleaned up after agent-lock %d, which was killed: %d process(es) of its cell killed, still confined", pid, procs)
+		}
 	}
 	sweepTmp(os.TempDir(), warn)
 	if pins == "" {
