@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -60,11 +59,7 @@ func TestDaemonCellAhead(t *testing.T) {
 		return cgs[0]
 	}
 	first := ready(1)
-	cmd := exec.Command(bin, "--headless", "--engine", "landlock", "--report", testenv.ReportPath(t, uid), ".", "--", "cat", "/proc/self/cgroup")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "AGENT_LOCK_SOCKET=" + sock}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	out, err := cmd.CombinedOutput()
+	out, err := daemonUser(dir, root, sock, bin, "--headless", "--engine", "landlock", "--report", testenv.ReportPath(t, uid), ".", "--", "cat", "/proc/self/cgroup").CombinedOutput()
 	if err != nil {
 		t.Fatalf("agent-lock: %v\n%s", err, out)
 	}

@@ -30,13 +30,7 @@ func TestDaemonWalkWatched(t *testing.T) {
 	root, dir := testenv.ProjectDir(t, uid)
 	sock := filepath.Join(root, "daemon", "agent-lock.sock")
 	_, dlog := startDaemonLog(t, bin, sock)
-	asUser := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "AGENT_LOCK_SOCKET=" + sock}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-		return cmd
-	}
+	asUser := func(args ...string) *exec.Cmd { return daemonUser(dir, root, sock, args...) }
 	sh := func(script string) {
 		t.Helper()
 		if out, err := asUser("sh", "-c", script).CombinedOutput(); err != nil {
@@ -115,4 +109,14 @@ func TestDaemonWalkWatched(t *testing.T) {
 	if undone[hook] != "create" {
 		t.Errorf("the hook planted in the repository made between the sessions: undone %v, want %s by create\n%s", undone, hook, out)
 	}
+}
+
+// daemonUser is args run as the test user in dir, HOME home, with the
+// daemon listening at sock.
+func daemonUser(dir, home, sock string, args ...string) *exec.Cmd {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "AGENT_LOCK_SOCKET=" + sock}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	return cmd
 }
